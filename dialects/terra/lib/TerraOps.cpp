@@ -1,0 +1,132 @@
+//===- TerraOps.cpp - Trace and graph ops of the terra dialect ------------===//
+//
+// Verifiers for the trace ops (stage 1) and the generated-graph ops
+// (stage 3). The TraceGraph node ops live in TerraNodeOps.cpp.
+//
+//===----------------------------------------------------------------------===//
+#include "terra/Dialect/TerraOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace terra;
+
+#include "terra/Dialect/TerraEnums.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// TraceOp
+//===----------------------------------------------------------------------===//
+
+void TraceOp::build(OpBuilder &builder, OperationState &state, StringRef name) {
+  state.addAttribute(SymbolTable::getSymbolAttrName(),
+                     builder.getStringAttr(name));
+  Region *body = state.addRegion();
+  body->push_back(new Block());
+}
+
+LogicalResult TraceOp::verifyRegions() {
+  // Loop markers must nest properly and every op inside a loop must belong
+  // to one of its iterations.
+  struct OpenLoop {
+    LoopBeginOp begin;
+    bool inIteration;
+  };
+  SmallVector<OpenLoop> open;
+  for (Operation &op : getBody().front()) {
+    if (auto begin = dyn_cast<LoopBeginOp>(op)) {
+      if (!open.empty() && !open.back().inIteration)
+        return begin.emitOpError(
+            "enters a nested loop before the first terra.loop_iter of the "
+            "enclosing loop");
+      open.push_back({begin, false});
+      continue;
+    }
+    if (isa<LoopIterOp>(op)) {
+      if (open.empty())
+        return op.emitOpError("is outside of any loop of the trace");
+      open.back().inIteration = true;
+      continue;
+    }
+    if (isa<LoopEndOp>(op)) {
+      if (open.empty())
+        return op.emitOpError("closes a loop that was never opened");
+      open.pop_back();
+      continue;
+    }
+    if (!isa<DLOp, FeedOp, FetchOp, StateOp>(op))
+      return op.emitOpError("is not allowed in a terra.trace; a trace holds "
+                            "only terra.op, terra.feed, terra.fetch, "
+                            "terra.state and loop markers");
+    if (!open.empty() && !open.back().inIteration && !isa<StateOp>(op))
+      return op.emitOpError("runs inside a loop before its first "
+                            "terra.loop_iter");
+  }
+  if (!open.empty()) {
+    InFlightDiagnostic diag = emitOpError("leaves a loop open at its end");
+    diag.attachNote(open.back().begin.getLoc()) << "loop opened here";
+    return diag;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// DL op and communication ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult DLOp::verify() {
+  StringRef name = getName();
+  size_t dot = name.find('.');
+  if (dot == StringRef::npos || dot == 0 || dot + 1 == name.size())
+    return emitOpError("op name '")
+           << name << "' must be qualified by its framework, e.g. 'aten.add'";
+  return success();
+}
+
+static LogicalResult verifyPointId(Operation *op, std::optional<int64_t> id) {
+  if (id && *id < 0)
+    return op->emitOpError("point id must be non-negative, got ") << *id;
+  return success();
+}
+
+LogicalResult FeedOp::verify() { return verifyPointId(*this, getId()); }
+LogicalResult FetchOp::verify() { return verifyPointId(*this, getId()); }
+
+LogicalResult StateOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a non-empty state name");
+  return success();
+}
+
+LogicalResult CaseSelectOp::verify() {
+  if (getId() < 0)
+    return emitOpError("divergence id must be non-negative, got ") << getId();
+  if (getCases() < 2)
+    return emitOpError("needs at least 2 cases, got ") << getCases();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// GraphOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult GraphOp::verify() {
+  if (auto unrolled = getUnrolledLoops()) {
+    for (Attribute attr : *unrolled) {
+      auto pair = cast<DenseI64ArrayAttr>(attr);
+      if (pair.size() != 2 || pair[0] < 0 || pair[1] < 0)
+        return emitOpError("unrolled_loops entries must be [loop id, trip "
+                           "count] with non-negative values, got ")
+               << pair;
+    }
+  }
+  for (Operation &op : getBody().front())
+    if (isa<TraceOp, LoopBeginOp, LoopIterOp, LoopEndOp, NodeOp, LoopNodeOp>(
+            op))
+      return op.emitOpError("may not appear in a terra.graph");
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "terra/Dialect/TerraOps.cpp.inc"

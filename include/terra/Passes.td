@@ -1,0 +1,54 @@
+#ifndef TERRA_PASSES_TD
+#define TERRA_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def TerraMergeTraces : Pass<"terra-merge-traces", "mlir::ModuleOp"> {
+  let summary = "Merge the terra.trace ops of a module into one TraceGraph";
+  let description = [{
+    Merges every `terra.trace` of the module, in order, into one
+    `terra.trace_graph` (spec sections 2.3 to 2.7). An op joins an existing
+    node when its name, args, site and result dtypes/ranks agree and its
+    inputs come from the producers the graph routes on the current path
+    (path-aware provenance, spec sections 2.2 and 3.5); otherwise the graph
+    grows a branch, which merges back into an equal node of the same level
+    when that keeps the level acyclic. Each program loop becomes one loop
+    node whose body is merged per iteration; its distinct trip counts are
+    recorded. `terra.feed` values become feed nodes and `terra.fetch` marks
+    fetch points. The traces are removed unless `keep-traces` is set.
+  }];
+  let options = [
+    Option<"graphName", "graph-name", "std::string", "\"merged\"",
+           "Symbol name of the resulting terra.trace_graph">,
+    Option<"keepTraces", "keep-traces", "bool", "false",
+           "Keep the terra.trace ops after merging">,
+  ];
+  let dependentDialects = ["terra::TerraDialect"];
+}
+
+def TerraAssignCases : Pass<"terra-assign-cases", "mlir::ModuleOp"> {
+  let summary = "Turn each TraceGraph into one terra.graph with scf control flow";
+  let description = [{
+    Case assignment (spec section 2.9). Every divergence becomes an
+    `scf.index_switch` driven by a `terra.case_select`, with one case per
+    successor; the switch ends at the divergence's immediate
+    post-dominator, and sub-DAGs shared between cases are duplicated, so
+    any DAG works, including ones that are not series-parallel. A loop
+    whose trip count was the same in every trace is unrolled and listed in
+    the graph's `unrolled_loops` for validation; any other loop becomes an
+    `scf.while` driven by a `terra.loop_cond`. Each distinct provenance set
+    becomes one variable, so values defined inside a case and used after it
+    become switch results and loop-carried values become while operands.
+    Feeds and fetches stay ops inside the single graph.
+  }];
+  let options = [
+    Option<"maxDuplication", "max-duplication", "unsigned", "64",
+           "Fail when duplication would emit more than this many copies per "
+           "TraceGraph node on average">,
+  ];
+  let dependentDialects = ["terra::TerraDialect", "mlir::scf::SCFDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
+#endif // TERRA_PASSES_TD

@@ -1,0 +1,20 @@
+# lit configuration for the terra FileCheck suite (test/lit).
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "TERRA"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".json", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
+                   "unit"]
+config.test_source_root = os.path.join(os.path.dirname(__file__), "lit")
+config.test_exec_root = os.path.join(config.terra_obj_root, "test", "lit")
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.terra_tools_dir, append_path=False)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.add_tool_substitutions(["terra-opt", "terra-translate"],
+                                   [config.terra_tools_dir])
