@@ -382,7 +382,10 @@ LogicalResult Emitter::emitLoop(NodeId id, Env &env) {
 
 FailureOr<GraphOp> Emitter::run(Location loc, StringRef name) {
   graphLoc = loc;
-  budget = budget * std::max<uint64_t>(g.size(), 1);
+  uint64_t real = 0;
+  for (NodeId id = 0; id < g.size(); ++id)
+    real += g.node(id).kind != TGKind::Start && g.node(id).kind != TGKind::End;
+  budget = budget * std::max<uint64_t>(real, 1);
   buildVariables();
   ipdom.assign(g.size(), kNoNode);
   depth.assign(g.size(), 0);

@@ -206,12 +206,17 @@ LogicalResult NodeOp::verify() {
       if (v < 0)
         return emitOpError("source fields must be non-negative");
   }
-  bool needsSucc = kind != NodeKind::End && kind != NodeKind::State;
-  if (needsSucc == getSucc().empty())
+  // A start node may have no successor: the body of a loop that only ever
+  // ran zero iterations.
+  bool needsSucc = kind != NodeKind::End && kind != NodeKind::State &&
+                   kind != NodeKind::Start;
+  bool noSucc = kind == NodeKind::End || kind == NodeKind::State;
+  if (needsSucc && getSucc().empty())
     return emitOpError("of kind '")
-           << stringifyNodeKind(kind)
-           << (needsSucc ? "' needs at least one successor"
-                         : "' has no successors");
+           << stringifyNodeKind(kind) << "' needs at least one successor";
+  if (noSucc && !getSucc().empty())
+    return emitOpError("of kind '")
+           << stringifyNodeKind(kind) << "' has no successors";
   return success();
 }
 

@@ -3,6 +3,28 @@
 // unrolled.
 // RUN: terra-opt %s -terra-merge-traces | FileCheck %s
 
+// start -> inp -> op0 -> {rval -> op1 -> op2 | op2'} -> op3 -> Loop{op4} -> end
+// CHECK-LABEL: terra.trace_graph @merged traces 2 {
+// CHECK-NEXT:    terra.node 0 start succ [2]
+// CHECK-NEXT:    terra.node 1 end
+// CHECK-NEXT:    terra.node 2 feed -> (tensor<4xf32>) succ [3]
+// CHECK-NEXT:    terra.node 3 op "toy.op0"(2:0) -> (tensor<4xf32>) succ [4, 12]
+// CHECK-NEXT:    terra.node 4 feed -> (tensor<f32>) succ [5]
+// CHECK-NEXT:    terra.node 5 op "toy.op1"(3:0, 4:0) -> (tensor<4xf32>) succ [6]
+// CHECK-NEXT:    terra.node 6 op "toy.op2"(2:0) -> (tensor<4xf32>, tensor<4xf32>) succ [7]
+// Path-aware provenance: op3 reads op1 / op2#1 on the first path and
+// op0 / op2'#0 on the second. Its output is a fetch point.
+// CHECK-NEXT:    terra.node 7 op "toy.op3"(5:0 | 3:0, 6:1 | 12:0) -> (tensor<4xf32>) succ [8] fetch [0]
+// CHECK-NEXT:    terra.loop_node 8 trips [2, 1] succ [1] {
+// CHECK-NEXT:      terra.node 9 start succ [11]
+// CHECK-NEXT:      terra.node 10 end
+// The second op4 of the first trace merges into the first: same loop.
+// CHECK-NEXT:      terra.node 11 op "toy.op4"(7:0 | 11:0) -> (tensor<4xf32>) succ [10]
+// CHECK-NEXT:    }
+// CHECK-NEXT:    terra.node 12 op "toy.op2"(2:0) -> (tensor<4xf32>, tensor<4xf32>) succ [7]
+// CHECK-NEXT:  }
+// CHECK-NOT:   terra.trace
+
 #inp  = loc("fig3.py":2:4)
 #rval = loc("fig3.py":5:20)
 #op0  = loc("fig3.py":3:12)
