@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The main job. Until the Python front end exists, it runs the compiler on
+# the paper's worked example: import the recorded traces, merge them, run
+# case assignment, and print the TraceGraph (also as DOT) and the graph.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build="${TERRA_BUILD_DIR:-$root/build}"
+
+bash "$root/scripts/install-deps.sh"
+bash "$root/scripts/build.sh" terra-opt terra-translate
+
+traces="$root/examples/worked-example.json"
+bin="$build/bin"
+echo "== traces ($traces) =="
+"$bin/terra-translate" --import-trace "$traces"
+echo "== merged TraceGraph =="
+"$bin/terra-translate" --import-trace "$traces" | "$bin/terra-opt" -terra-merge-traces
+echo "== TraceGraph as DOT =="
+"$bin/terra-translate" --import-trace "$traces" | "$bin/terra-opt" -terra-merge-traces \
+  | "$bin/terra-translate" --terra-to-dot
+echo "== generated graph =="
+"$bin/terra-translate" --import-trace "$traces" \
+  | "$bin/terra-opt" -terra-merge-traces -terra-assign-cases
