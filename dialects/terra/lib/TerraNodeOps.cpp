@@ -10,6 +10,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
 using namespace terra;
@@ -38,8 +39,11 @@ static void printIds(OpAsmPrinter &p, ArrayRef<int64_t> ids) {
 
 void NodeOp::print(OpAsmPrinter &p) {
   p << ' ' << getId() << ' ' << stringifyNodeKind(getKind());
-  if (auto name = getName())
-    p << " \"" << *name << '"';
+  if (auto name = getName()) {
+    p << " \"";
+    llvm::printEscapedString(*name, p.getStream());
+    p << '"';
+  }
   if (getKind() == NodeKind::Op) {
     p << '(';
     llvm::interleaveComma(getSources(), p, [&](Attribute slot) {
@@ -169,9 +173,13 @@ ParseResult NodeOp::parse(OpAsmParser &parser, OperationState &result) {
 LogicalResult NodeOp::verify() {
   if (!isa<TraceGraphOp, LoopNodeOp>((*this)->getParentOp()))
     return emitOpError("must be inside a terra.trace_graph or terra.loop_node");
-  if (getId() < 0)
-    return emitOpError("node id must be non-negative, got ") << getId();
+  // I64Attr accessors return uint64_t: compare the signed value.
+  if (getIdAttr().getInt() < 0)
+    return emitOpError("node id must be non-negative, got ")
+           << getIdAttr().getInt();
   NodeKind kind = getKind();
+  if (kind == NodeKind::Loop)
+    return emitOpError("of kind 'loop' must be written as a terra.loop_node");
   bool named = kind == NodeKind::Op || kind == NodeKind::State;
   if (named != getName().has_value())
     return emitOpError(named ? "of kind '" : "of kind '")
@@ -198,8 +206,16 @@ LogicalResult NodeOp::verify() {
     return emitOpError("has ")
            << getFetchIds().size() << " fetch ids for "
            << getResultTypes().size() << " results";
+  if (llvm::any_of(getFetchIds(), [](int64_t id) { return id < -1; }))
+    return emitOpError("fetch ids must be non-negative, or -1 for a result "
+                       "that is not fetched");
   for (Attribute slot : getSources()) {
-    ArrayRef<int64_t> flat = cast<DenseI64ArrayAttr>(slot).asArrayRef();
+    auto dense = dyn_cast<DenseI64ArrayAttr>(slot);
+    if (!dense)
+      return emitOpError("input slot must be an array<i64> of "
+                         "node:result:age triples, got ")
+             << slot;
+    ArrayRef<int64_t> flat = dense.asArrayRef();
     if (flat.empty() || flat.size() % 3)
       return emitOpError("input slot needs at least one node:result source");
     for (int64_t v : flat)
@@ -223,6 +239,9 @@ LogicalResult NodeOp::verify() {
 LogicalResult LoopNodeOp::verify() {
   if (!isa<TraceGraphOp, LoopNodeOp>((*this)->getParentOp()))
     return emitOpError("must be inside a terra.trace_graph or terra.loop_node");
+  if (getIdAttr().getInt() < 0)
+    return emitOpError("node id must be non-negative, got ")
+           << getIdAttr().getInt();
   if (getTrips().empty())
     return emitOpError("needs at least one observed trip count");
   if (llvm::any_of(getTrips(), [](int64_t t) { return t < 0; }))
@@ -271,6 +290,9 @@ static LogicalResult verifyLevel(Operation *owner, Block &block,
 }
 
 LogicalResult TraceGraphOp::verifyRegions() {
+  if (getNumTracesAttr().getInt() < 0)
+    return emitOpError("trace count must be non-negative, got ")
+           << getNumTracesAttr().getInt();
   llvm::DenseSet<int64_t> ids;
   if (failed(verifyLevel(*this, getBody().front(), ids)))
     return failure();

@@ -100,10 +100,19 @@ LogicalResult StateOp::verify() {
 }
 
 LogicalResult CaseSelectOp::verify() {
-  if (getId() < 0)
-    return emitOpError("divergence id must be non-negative, got ") << getId();
-  if (getCases() < 2)
-    return emitOpError("needs at least 2 cases, got ") << getCases();
+  // I64Attr accessors return uint64_t: compare the signed values.
+  int64_t id = getIdAttr().getInt(), cases = getCasesAttr().getInt();
+  if (id < 0)
+    return emitOpError("divergence id must be non-negative, got ") << id;
+  if (cases < 2)
+    return emitOpError("needs at least 2 cases, got ") << cases;
+  return success();
+}
+
+LogicalResult LoopCondOp::verify() {
+  if (getIdAttr().getInt() < 0)
+    return emitOpError("loop id must be non-negative, got ")
+           << getIdAttr().getInt();
   return success();
 }
 

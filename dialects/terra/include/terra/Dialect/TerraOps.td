@@ -70,7 +70,7 @@ def Terra_FeedOp : Terra_Op<"feed"> {
   }];
   let arguments = (ins OptionalAttr<I64Attr>:$id);
   let results = (outs AnyRankedTensor:$result);
-  let assemblyFormat = "($id^)? attr-dict `:` type($result)";
+  let assemblyFormat = "($id^)? attr-dict-with-keyword `:` type($result)";
   let hasVerifier = 1;
 }
 
@@ -82,7 +82,7 @@ def Terra_FetchOp : Terra_Op<"fetch"> {
     it publishes the value on the fetch channel `(id, dynamic instance)`.
   }];
   let arguments = (ins OptionalAttr<I64Attr>:$id, AnyRankedTensor:$value);
-  let assemblyFormat = "($id^)? $value attr-dict `:` type($value)";
+  let assemblyFormat = "($id^)? $value attr-dict-with-keyword `:` type($value)";
   let hasVerifier = 1;
 }
 
@@ -237,6 +237,7 @@ def Terra_LoopCondOp : Terra_Op<"loop_cond"> {
   let arguments = (ins I64Attr:$id);
   let results = (outs I1:$cond);
   let assemblyFormat = "$id attr-dict";
+  let hasVerifier = 1;
 }
 
 def Terra_UndefOp : Terra_Op<"undef", [Pure]> {
