@@ -51,4 +51,44 @@ def TerraAssignCases : Pass<"terra-assign-cases", "mlir::ModuleOp"> {
                            "mlir::tensor::TensorDialect"];
 }
 
+def TerraConvertToLinalg : Pass<"terra-convert-to-linalg"> {
+  let summary = "Lower generic terra DL ops to linalg, tensor, arith and math";
+  let description = [{
+    Converts each `terra.op` whose framework op has a lowering into
+    linalg/tensor/arith/math on tensors, one pattern family per op family
+    (lib/Lowering/TerraToLinalg/, modelled on torch-mlir's TorchToLinalg).
+    Every lowering follows the same four steps: check static properties
+    (dtypes, ranks, required args), emit runtime shape guards where static
+    types cannot prove them, build init tensors from operand shapes, and emit
+    the named or generic linalg op. Ops without a lowering are left in place;
+    `terra-lower-graph` turns them into host callbacks, so an unsupported op
+    never fails a program. The pass counts both kinds (see -mlir-pass-statistics).
+  }];
+  let dependentDialects = [
+    "mlir::linalg::LinalgDialect", "mlir::tensor::TensorDialect",
+    "mlir::arith::ArithDialect", "mlir::math::MathDialect",
+    "mlir::scf::SCFDialect", "mlir::cf::ControlFlowDialect"];
+  let statistics = [
+    Statistic<"numLowered", "lowered-ops", "Number of terra.op lowered to linalg">,
+    Statistic<"numHostOps", "host-ops", "Number of terra.op left for host callbacks">,
+  ];
+}
+
+def TerraLowerGraph : Pass<"terra-lower-graph", "mlir::ModuleOp"> {
+  let summary = "Turn terra.graph and its communication ops into runtime calls";
+  let description = [{
+    Rewrites each `terra.graph` into a `func.func` with the C interface and
+    its communication ops into calls of the runtime (lib/Runtime/API.cpp):
+    `terra.feed` receives a host buffer without copying it (a read-only
+    tensor), `terra.fetch` publishes a value, `terra.case_select` and
+    `terra.loop_cond` wait for the host's decisions, `terra.state` reads
+    persistent state, and every remaining `terra.op` becomes a host callback
+    whose name and args are listed in the module's `terra.host_ops`
+    attribute. Cancellation is handled inside the runtime calls.
+  }];
+  let dependentDialects = [
+    "mlir::func::FuncDialect", "mlir::memref::MemRefDialect",
+    "mlir::bufferization::BufferizationDialect", "mlir::arith::ArithDialect"];
+}
+
 #endif // TERRA_PASSES_TD

@@ -1,4 +1,56 @@
 //===- Translations.cpp - terra-translate registrations -------------------===//
 #include "terra/Translate/Translations.h"
 
-void terra::registerTerraTranslations() {}
+#include "terra/Dialect/TerraDialect.h"
+#include "terra/Translate/ImportTrace.h"
+#include "terra/Translate/TerraToDot.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/SourceMgr.h"
+
+using namespace mlir;
+
+static void registerTerra(DialectRegistry &registry) {
+  registry.insert<terra::TerraDialect>();
+}
+
+/// Sites are what identify ops across traces, and MLIR prints no locations
+/// by default: `--import-trace | terra-opt -terra-merge-traces` would merge
+/// nothing. So --import-trace prints locations unless told otherwise
+/// (`--mlir-print-debuginfo=false`).
+static void printLocationsByDefault() {
+  auto &options = llvm::cl::getRegisteredOptions();
+  auto it = options.find("mlir-print-debuginfo");
+  if (it == options.end())
+    return;
+  if (auto *flag = dynamic_cast<llvm::cl::opt<bool> *>(it->second))
+    if (flag->getNumOccurrences() == 0)
+      flag->setValue(true);
+}
+
+void terra::registerTerraTranslations() {
+  static TranslateToMLIRRegistration importTrace(
+      "import-trace",
+      "Import a JSON trace file (docs/trace-format.md) as terra.trace ops",
+      [](llvm::SourceMgr &sourceMgr,
+         MLIRContext *context) -> OwningOpRef<Operation *> {
+        printLocationsByDefault();
+        return importTraceFile(sourceMgr, context);
+      },
+      registerTerra);
+
+  static llvm::cl::opt<bool> dotDataFlow(
+      "terra-dot-data-flow",
+      llvm::cl::desc("--terra-to-dot: also draw data-flow edges (dashed)"),
+      llvm::cl::init(true));
+  static TranslateFromMLIRRegistration toDot(
+      "terra-to-dot", "Render terra.trace_graph ops as Graphviz DOT",
+      [](Operation *op, llvm::raw_ostream &os) {
+        DotOptions options;
+        options.dataFlow = dotDataFlow;
+        return exportTraceGraphsToDot(op, os, options);
+      },
+      registerTerra);
+}

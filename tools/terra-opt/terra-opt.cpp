@@ -16,6 +16,7 @@
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
   terra::registerTerraPasses();
+  terra::registerTerraPipelines();
 
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);

@@ -1,0 +1,70 @@
+//===- Channels.h - Host <-> graph communication of one run -----*- C++ -*-===//
+//
+// Feeds, case selections and loop conditions go host -> graph; fetches go
+// graph -> host. Each is keyed by (point id, dynamic instance): host->graph
+// values of one point are consumed in the order they were sent (the i-th
+// value of a point is its i-th dynamic instance), and the graph publishes
+// the i-th execution of a fetch point as instance i (1-based). Every wait
+// returns false as soon as the run is cancelled or has ended.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TERRA_RUNTIME_CHANNELS_H
+#define TERRA_RUNTIME_CHANNELS_H
+
+#include "terra/Runtime/Tensor.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+
+namespace terra::rt {
+
+class Channels {
+public:
+  // Host side.
+  void sendFeed(int64_t point, Tensor value);
+  void sendCase(int64_t point, uint32_t index);
+  void sendLoop(int64_t point, bool next);
+  /// Waits for instance `instance` (1-based) of fetch point `point`.
+  bool waitFetch(int64_t point, uint64_t instance, Tensor &out);
+
+  // Graph side.
+  bool receiveFeed(int64_t point, Tensor &out);
+  bool receiveCase(int64_t point, uint32_t &out);
+  bool receiveLoop(int64_t point, bool &out);
+  void publishFetch(int64_t point, Tensor value);
+
+  /// Wakes every waiter on both sides; later waits fail at once.
+  void cancel();
+  bool isCancelled() const;
+  /// The graph has finished (normally or not): host waits for values that
+  /// will never come fail instead of blocking.
+  void close();
+
+  /// The fetch points that published at least one value, in order.
+  std::vector<int64_t> fetchPoints() const;
+
+  /// Seconds each side spent blocked in this run.
+  double graphStallSeconds() const;
+  double hostStallSeconds() const;
+
+private:
+  template <typename T>
+  bool receive(std::map<int64_t, std::deque<T>> &queues, int64_t point,
+               T &out);
+
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  std::map<int64_t, std::deque<Tensor>> feeds;
+  std::map<int64_t, std::deque<uint32_t>> cases;
+  std::map<int64_t, std::deque<bool>> loops;
+  std::map<int64_t, std::vector<Tensor>> fetches;
+  bool cancelled = false, closed = false;
+  std::chrono::nanoseconds graphStall{0}, hostStall{0};
+};
+
+} // namespace terra::rt
+
+#endif // TERRA_RUNTIME_CHANNELS_H

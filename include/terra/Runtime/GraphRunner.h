@@ -1,0 +1,119 @@
+//===- GraphRunner.h - Compiled graphs and their runner thread --*- C++ -*-===//
+//
+// A CompiledGraph is a JIT-compiled `terra.graph` (after the CPU pipeline).
+// A GraphRunner runs one iteration of it at a time on its own thread while
+// the host thread goes on; the two talk through the run's Channels. A
+// cancelled run unwinds at its next wait (feed, case select, loop
+// condition) and releases every buffer it allocated.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TERRA_RUNTIME_GRAPHRUNNER_H
+#define TERRA_RUNTIME_GRAPHRUNNER_H
+
+#include "terra/Runtime/Channels.h"
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+namespace mlir {
+class ModuleOp;
+class ExecutionEngine;
+} // namespace mlir
+
+namespace terra::rt {
+
+/// Runs a framework op the graph cannot run itself (a host callback).
+using HostOpFn = std::function<bool(int64_t id, const std::vector<Tensor> &in,
+                                    std::vector<Tensor> &out,
+                                    std::string &error)>;
+
+/// The state of one graph run (one iteration).
+class RunState {
+public:
+  Channels channels;
+  /// Persistent state, indexed like the module's `terra.states`.
+  std::vector<Tensor> states;
+  HostOpFn hostOps;
+
+  enum class Status { Pending, Ok, Cancelled, Error };
+  Status status = Status::Pending;
+  std::string error;
+  double execSeconds = 0;
+
+  // Used by the runtime entry points on the runner thread.
+  std::vector<Tensor> keepAlive;
+  std::vector<Tensor> hostArgs, hostResults;
+  std::unordered_set<void *> buffers;
+  void *jump = nullptr; ///< The jmp_buf to unwind to.
+  std::vector<std::string> assertMessages;
+};
+
+struct HostOpInfo {
+  std::string name;
+  std::string args; ///< The args dictionary, printed.
+};
+
+class CompiledGraph {
+public:
+  ~CompiledGraph();
+  /// JIT-compiles `module` (LLVM dialect, output of the CPU pipeline) and
+  /// looks up the graph function `name`. Objects are cached on disk under
+  /// `cacheDir` (if non-empty), keyed by a hash of the module.
+  static std::unique_ptr<CompiledGraph> compile(mlir::ModuleOp module,
+                                                const std::string &name,
+                                                const std::string &cacheDir,
+                                                std::string &error);
+
+  const std::vector<std::string> &stateNames() const { return states; }
+  const std::vector<HostOpInfo> &hostOps() const { return hostOpInfo; }
+  bool loadedFromCache() const { return cached; }
+  double compileSeconds() const { return seconds; }
+
+  /// Runs the graph on the calling thread (the runner thread).
+  void invoke(RunState &run) const;
+
+private:
+  CompiledGraph() = default;
+  std::unique_ptr<mlir::ExecutionEngine> engine;
+  void (*entry)(void **) = nullptr;
+  std::vector<std::string> states;
+  std::vector<HostOpInfo> hostOpInfo;
+  std::vector<std::string> asserts;
+  bool cached = false;
+  double seconds = 0;
+  struct ObjectJit;
+  std::unique_ptr<ObjectJit> objectJit;
+};
+
+/// Runs iterations of one graph on a dedicated thread.
+class GraphRunner {
+public:
+  explicit GraphRunner(const CompiledGraph &graph);
+  ~GraphRunner();
+
+  /// Starts `run` on the runner thread; returns at once.
+  void start(std::shared_ptr<RunState> run);
+  /// Waits for the started run to end and returns it.
+  std::shared_ptr<RunState> wait();
+  /// Cancels the started run; `wait()` still has to be called.
+  void cancel();
+
+private:
+  void loop();
+  const CompiledGraph &graph;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::shared_ptr<RunState> pending, active, finished;
+  bool stopping = false;
+  std::thread thread;
+};
+
+} // namespace terra::rt
+
+#endif // TERRA_RUNTIME_GRAPHRUNNER_H

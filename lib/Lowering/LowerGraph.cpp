@@ -1,0 +1,204 @@
+//===- LowerGraph.cpp - The terra-lower-graph pass ------------------------===//
+//
+// terra.graph -> func.func with the C interface; communication ops and
+// host callbacks -> calls of the runtime's C entry points (lib/Runtime).
+// Tensors cross the boundary as unranked memrefs of their dtype, so one
+// entry point per dtype serves every rank and shape without copies.
+//
+//===----------------------------------------------------------------------===//
+#include "terra/Dialect/TerraOps.h"
+#include "terra/Passes.h"
+
+#include "mlir/IR/SymbolTable.h"
+
+namespace terra {
+#define GEN_PASS_DEF_TERRALOWERGRAPH
+#include "terra/Passes.h.inc"
+} // namespace terra
+
+using namespace mlir;
+using namespace terra;
+
+namespace {
+
+/// The dtype suffix of runtime entry points: f32, f64, i64, i1, ...
+std::string dtypeSuffix(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  t.print(os);
+  return s;
+}
+
+class GraphLowering {
+public:
+  GraphLowering(ModuleOp module) : module(module), symbols(module) {}
+
+  LogicalResult run(GraphOp graph);
+
+private:
+  func::FuncOp declare(StringRef name, TypeRange inputs, TypeRange results,
+                       bool cInterface) {
+    if (auto f = symbols.lookup<func::FuncOp>(name))
+      return f;
+    OpBuilder b(module.getBodyRegion());
+    b.setInsertionPointToStart(module.getBody());
+    auto f = func::FuncOp::create(b, module.getLoc(), name,
+                                  b.getFunctionType(inputs, results));
+    f.setPrivate();
+    if (cInterface)
+      f->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+    symbols.insert(f);
+    return f;
+  }
+
+  Value i64(OpBuilder &b, Location loc, int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
+  }
+
+  /// A call returning an unranked memref, cast to `type` and wrapped as a
+  /// read-only tensor: bufferization copies before writing into it.
+  Value receiveTensor(OpBuilder &b, Location loc, StringRef prefix,
+                      RankedTensorType type, ValueRange args) {
+    Type et = type.getElementType();
+    auto unranked = UnrankedMemRefType::get(et, 0);
+    SmallVector<Type> argTypes(args.getTypes());
+    func::FuncOp f = declare((prefix + "_" + dtypeSuffix(et)).str(), argTypes,
+                             unranked, true);
+    Value m = func::CallOp::create(b, loc, f, args).getResult(0);
+    auto ranked = MemRefType::get(type.getShape(), et);
+    Value cast = memref::CastOp::create(b, loc, ranked, m);
+    return bufferization::ToTensorOp::create(b, loc, type, cast,
+                                             /*restrict=*/true,
+                                             /*writable=*/false);
+  }
+
+  /// Passes a tensor to a runtime call as an unranked memref.
+  void sendTensor(OpBuilder &b, Location loc, StringRef prefix,
+                  ValueRange leading, Value tensor) {
+    auto type = cast<RankedTensorType>(tensor.getType());
+    Type et = type.getElementType();
+    auto ranked = MemRefType::get(type.getShape(), et);
+    Value m = bufferization::ToBufferOp::create(b, loc, ranked, tensor,
+                                                /*read_only=*/true);
+    auto unranked = UnrankedMemRefType::get(et, 0);
+    Value u = memref::CastOp::create(b, loc, unranked, m);
+    SmallVector<Value> args(leading);
+    args.push_back(u);
+    SmallVector<Type> types(ValueRange(args).getTypes());
+    func::FuncOp f =
+        declare((prefix + "_" + dtypeSuffix(et)).str(), types, {}, true);
+    func::CallOp::create(b, loc, f, args);
+  }
+
+  ModuleOp module;
+  SymbolTable symbols;
+  llvm::StringMap<int64_t> stateIndex;
+
+public:
+  /// Name and args of each host op, indexed by its callback id.
+  SmallVector<Attribute> hostOps;
+  /// State names, indexed by the id passed to terra_rt_state_*.
+  SmallVector<Attribute> stateNames;
+};
+
+LogicalResult GraphLowering::run(GraphOp graph) {
+  OpBuilder b(graph);
+  Location gloc = graph.getLoc();
+  auto func = func::FuncOp::create(b, gloc, graph.getSymName(),
+                                   b.getFunctionType({}, {}));
+  func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  if (auto unrolled = graph.getUnrolledLoopsAttr())
+    func->setAttr("terra.unrolled_loops", unrolled);
+  func.getBody().takeBody(graph.getBody());
+  Block &entry = func.getBody().front();
+  b.setInsertionPointToEnd(&entry);
+  func::ReturnOp::create(b, gloc);
+  graph.erase();
+
+  SmallVector<Operation *> work;
+  func.walk([&](Operation *op) {
+    if (isa<FeedOp, FetchOp, CaseSelectOp, LoopCondOp, StateOp, UndefOp, DLOp>(
+            op))
+      work.push_back(op);
+  });
+  for (Operation *op : work) {
+    Location loc = op->getLoc();
+    b.setInsertionPoint(op);
+    if (auto feed = dyn_cast<FeedOp>(op)) {
+      Value t = receiveTensor(b, loc, "terra_rt_feed",
+                              cast<RankedTensorType>(feed.getType()),
+                              i64(b, loc, feed.getId().value_or(0)));
+      feed.replaceAllUsesWith(t);
+    } else if (auto fetch = dyn_cast<FetchOp>(op)) {
+      sendTensor(b, loc, "terra_rt_fetch", i64(b, loc, fetch.getId().value_or(0)),
+                 fetch.getValue());
+    } else if (auto sel = dyn_cast<CaseSelectOp>(op)) {
+      func::FuncOp f = declare("terra_rt_case", {b.getI64Type(), b.getI64Type()},
+                               b.getIndexType(), false);
+      Value v = func::CallOp::create(
+                    b, loc, f,
+                    ValueRange{i64(b, loc, sel.getId()), i64(b, loc, sel.getCases())})
+                    .getResult(0);
+      sel.replaceAllUsesWith(v);
+    } else if (auto cond = dyn_cast<LoopCondOp>(op)) {
+      func::FuncOp f =
+          declare("terra_rt_loop", b.getI64Type(), b.getI1Type(), false);
+      Value v = func::CallOp::create(b, loc, f, i64(b, loc, cond.getId()))
+                    .getResult(0);
+      cond.replaceAllUsesWith(v);
+    } else if (auto state = dyn_cast<StateOp>(op)) {
+      auto [it, inserted] =
+          stateIndex.try_emplace(state.getName(), stateNames.size());
+      if (inserted)
+        stateNames.push_back(state.getNameAttr());
+      Value t = receiveTensor(b, loc, "terra_rt_state",
+                              cast<RankedTensorType>(state.getType()),
+                              i64(b, loc, it->second));
+      state.replaceAllUsesWith(t);
+    } else if (auto undef = dyn_cast<UndefOp>(op)) {
+      auto type = cast<RankedTensorType>(undef.getType());
+      SmallVector<Value> dyn;
+      for (int64_t i = 0; i < type.getNumDynamicDims(); ++i)
+        dyn.push_back(arith::ConstantIndexOp::create(b, loc, 0));
+      undef.replaceAllUsesWith(
+          tensor::EmptyOp::create(b, loc, type, dyn).getResult());
+    } else if (auto dl = dyn_cast<DLOp>(op)) {
+      // A host callback: stage the inputs, run the op on the host, and
+      // receive each result.
+      int64_t id = hostOps.size();
+      NamedAttrList entry;
+      entry.append("name", dl.getNameAttr());
+      if (dl.getArgsAttr())
+        entry.append("args", dl.getArgsAttr());
+      hostOps.push_back(entry.getDictionary(b.getContext()));
+      for (Value in : dl.getInputs())
+        sendTensor(b, loc, "terra_rt_host_arg", {}, in);
+      func::FuncOp call = declare("terra_rt_host_call", b.getI64Type(), {}, false);
+      func::CallOp::create(b, loc, call, i64(b, loc, id));
+      SmallVector<Value> results;
+      for (auto [i, r] : llvm::enumerate(dl.getResults()))
+        results.push_back(receiveTensor(b, loc, "terra_rt_host_result",
+                                        cast<RankedTensorType>(r.getType()),
+                                        i64(b, loc, i)));
+      dl.replaceAllUsesWith(results);
+    }
+    op->erase();
+  }
+  return success();
+}
+
+struct LowerGraphPass
+    : public terra::impl::TerraLowerGraphBase<LowerGraphPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    GraphLowering lowering(module);
+    for (GraphOp graph : llvm::to_vector(module.getOps<GraphOp>()))
+      if (failed(lowering.run(graph)))
+        return signalPassFailure();
+    Builder b(module.getContext());
+    // Recorded even when empty, so the runtime can tell a lowered module.
+    module->setAttr("terra.host_ops", b.getArrayAttr(lowering.hostOps));
+    module->setAttr("terra.states", b.getArrayAttr(lowering.stateNames));
+  }
+};
+} // namespace

@@ -1,0 +1,57 @@
+//===- Pipeline.cpp - The CPU lowering pipeline ---------------------------===//
+//
+// terra.graph (tensors) -> LLVM dialect, using upstream passes: linalg
+// elementwise fusion on tensors, one-shot bufferization, loops, ownership-
+// based deallocation, and the standard conversions to LLVM. Buffers are
+// allocated through `_mlir_memref_to_llvm_alloc`/`free`, which the runtime
+// provides, so every buffer of a graph run is tracked and released even
+// when the run is cancelled.
+//
+//===----------------------------------------------------------------------===//
+#include "terra/Passes.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+void terra::buildCPULoweringPipeline(OpPassManager &pm) {
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createLinalgElementwiseOpFusionPass());
+  pm.addPass(createCSEPass());
+
+  bufferization::OneShotBufferizePassOptions bufOpts;
+  bufOpts.bufferizeFunctionBoundaries = true;
+  bufOpts.allowReturnAllocsFromLoops = true;
+  bufOpts.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufOpts));
+  pm.addPass(createConvertLinalgToLoopsPass());
+  bufferization::BufferDeallocationPipelineOptions deallocOpts;
+  bufferization::buildBufferDeallocationPipeline(pm, deallocOpts);
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  FinalizeMemRefToLLVMConversionPassOptions memrefOpts;
+  memrefOpts.useGenericFunctions = true;
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefOpts));
+  pm.addPass(createConvertToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+void terra::registerTerraPipelines() {
+  PassPipelineRegistration<>(
+      "terra-cpu-pipeline",
+      "Lower terra.graph to the LLVM dialect for the CPU runtime",
+      [](OpPassManager &pm) {
+        pm.addPass(createTerraConvertToLinalg());
+        pm.addPass(createTerraLowerGraph());
+        buildCPULoweringPipeline(pm);
+      });
+}

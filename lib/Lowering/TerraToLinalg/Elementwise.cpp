@@ -1,0 +1,386 @@
+//===- Elementwise.cpp - Pointwise ops and activations --------------------===//
+//
+// aten pointwise arithmetic (tensor and scalar variants, in-place forms),
+// unary math, activations with their backward ops, comparisons and where.
+// Each lowers to one broadcasting linalg.generic; chains of them are fused
+// later by linalg elementwise fusion.
+//
+//===----------------------------------------------------------------------===//
+#include "Utils.h"
+
+using namespace mlir;
+using namespace terra;
+using namespace terra::lowering;
+
+namespace {
+
+Type elemOf(DLOp op) { return resultType(op).getElementType(); }
+
+/// `self OP other * alpha` for add/sub, tensor or scalar `other`.
+template <bool IsSub>
+LogicalResult lowerAddSub(DLOp op, ValueRange operands,
+                          PatternRewriter &rw) {
+  Type et = elemOf(op);
+  Location loc = op.getLoc();
+  Value other = operands.size() > 1 && cast<RankedTensorType>(
+                                           operands[1].getType())
+                                               .getRank() > 0
+                    ? operands[1]
+                    : scalarArgOrOperand(rw, op, operands, 1, "other", et);
+  if (!other || operands.empty())
+    return failure();
+  Value alpha = scalarArgOrOperand(rw, op, ValueRange{}, 0, "alpha", et);
+  if (!alpha)
+    alpha = scalarConstant(rw, loc, et, 1.0);
+  Value r = buildElementwise(
+      rw, loc, resultType(op), {operands[0], other},
+      [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+        Value scaled = isFloat(et) ? Value(arith::MulFOp::create(b, l, a[1], alpha))
+                                   : Value(arith::MulIOp::create(b, l, a[1], alpha));
+        if (isFloat(et))
+          return IsSub ? Value(arith::SubFOp::create(b, l, a[0], scaled))
+                       : Value(arith::AddFOp::create(b, l, a[0], scaled));
+        return IsSub ? Value(arith::SubIOp::create(b, l, a[0], scaled))
+                     : Value(arith::AddIOp::create(b, l, a[0], scaled));
+      });
+  rw.replaceOp(op, r);
+  return success();
+}
+
+enum class BinKind { Mul, Div, Pow, Max, Min };
+
+template <BinKind K>
+LogicalResult lowerBinary(DLOp op, ValueRange operands,
+                          PatternRewriter &rw) {
+  Type et = elemOf(op);
+  if (operands.empty())
+    return failure();
+  bool tensorOther = operands.size() > 1 &&
+                     cast<RankedTensorType>(operands[1].getType()).getRank() > 0;
+  StringRef argName = K == BinKind::Pow ? "exponent" : "other";
+  Value other = tensorOther ? operands[1]
+                            : scalarArgOrOperand(rw, op, operands, 1, argName, et);
+  if (!other)
+    return failure();
+  // Division and pow compute in floating point even for integer inputs
+  // (PyTorch's true division); the result type says what comes out.
+  if ((K == BinKind::Div || K == BinKind::Pow) && !isFloat(et))
+    return failure();
+  Value r = buildElementwise(
+      rw, op.getLoc(), resultType(op), {operands[0], other},
+      [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+        bool f = isFloat(et);
+        switch (K) {
+        case BinKind::Mul:
+          return f ? Value(arith::MulFOp::create(b, l, a[0], a[1]))
+                   : Value(arith::MulIOp::create(b, l, a[0], a[1]));
+        case BinKind::Div:
+          return arith::DivFOp::create(b, l, a[0], a[1]);
+        case BinKind::Pow:
+          return math::PowFOp::create(b, l, a[0], a[1]);
+        case BinKind::Max:
+          return f ? Value(arith::MaximumFOp::create(b, l, a[0], a[1]))
+                   : Value(arith::MaxSIOp::create(b, l, a[0], a[1]));
+        case BinKind::Min:
+          return f ? Value(arith::MinimumFOp::create(b, l, a[0], a[1]))
+                   : Value(arith::MinSIOp::create(b, l, a[0], a[1]));
+        }
+        llvm_unreachable("binary kind");
+      });
+  rw.replaceOp(op, r);
+  return success();
+}
+
+/// Float-only unary ops.
+template <typename Fn>
+LogicalResult unaryFloat(DLOp op, ValueRange operands,
+                         PatternRewriter &rw, Fn fn) {
+  if (operands.size() != 1 || !isFloat(elemOf(op)))
+    return failure();
+  return lowerElementwise(op, operands, rw,
+                          [&](OpBuilder &b, Location l, ValueRange a) {
+                            return fn(b, l, a[0]);
+                          });
+}
+
+Value cst(OpBuilder &b, Location l, Value like, double v) {
+  return scalarConstant(b, l, like.getType(), v);
+}
+
+Value sigmoid(OpBuilder &b, Location l, Value x) {
+  Value one = cst(b, l, x, 1.0);
+  Value e = math::ExpOp::create(b, l, arith::NegFOp::create(b, l, x));
+  return arith::DivFOp::create(b, l, one, arith::AddFOp::create(b, l, one, e));
+}
+
+/// gelu(x) with approximate = "none" (erf) or "tanh".
+Value gelu(OpBuilder &b, Location l, Value x, bool tanhApprox) {
+  Value half = cst(b, l, x, 0.5), one = cst(b, l, x, 1.0);
+  Value inner;
+  if (tanhApprox) {
+    Value c = cst(b, l, x, 0.7978845608028654); // sqrt(2/pi)
+    Value k = cst(b, l, x, 0.044715);
+    Value x3 = arith::MulFOp::create(b, l, x, arith::MulFOp::create(b, l, x, x));
+    Value arg = arith::MulFOp::create(
+        b, l, c, arith::AddFOp::create(b, l, x, arith::MulFOp::create(b, l, k, x3)));
+    inner = math::TanhOp::create(b, l, arg);
+  } else {
+    Value rs2 = cst(b, l, x, 0.7071067811865476);
+    inner = math::ErfOp::create(b, l, arith::MulFOp::create(b, l, x, rs2));
+  }
+  return arith::MulFOp::create(
+      b, l, arith::MulFOp::create(b, l, half, x),
+      arith::AddFOp::create(b, l, one, inner));
+}
+
+/// d gelu / dx for approximate = "none".
+Value geluGrad(OpBuilder &b, Location l, Value x) {
+  Value half = cst(b, l, x, 0.5), one = cst(b, l, x, 1.0);
+  Value rs2 = cst(b, l, x, 0.7071067811865476);
+  Value kBeta = cst(b, l, x, 0.3989422804014327); // 1/sqrt(2pi)
+  Value cdf = arith::MulFOp::create(
+      b, l, half,
+      arith::AddFOp::create(
+          b, l, one, math::ErfOp::create(b, l, arith::MulFOp::create(b, l, x, rs2))));
+  Value x2 = arith::MulFOp::create(b, l, x, x);
+  Value pdf = arith::MulFOp::create(
+      b, l, kBeta,
+      math::ExpOp::create(b, l, arith::MulFOp::create(b, l, x2, cst(b, l, x, -0.5))));
+  return arith::AddFOp::create(b, l, cdf, arith::MulFOp::create(b, l, x, pdf));
+}
+
+enum class Cmp { EQ, NE, LT, LE, GT, GE };
+
+template <Cmp C>
+LogicalResult lowerCompare(DLOp op, ValueRange operands,
+                           PatternRewriter &rw) {
+  if (operands.empty())
+    return failure();
+  Type in = cast<RankedTensorType>(operands[0].getType()).getElementType();
+  bool tensorOther = operands.size() > 1 &&
+                     cast<RankedTensorType>(operands[1].getType()).getRank() > 0;
+  Value other = tensorOther ? operands[1]
+                            : scalarArgOrOperand(rw, op, operands, 1, "other", in);
+  if (!other)
+    return failure();
+  Value r = buildElementwise(
+      rw, op.getLoc(), resultType(op), {operands[0], other},
+      [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+        if (isFloat(in)) {
+          arith::CmpFPredicate p[] = {
+              arith::CmpFPredicate::OEQ, arith::CmpFPredicate::UNE,
+              arith::CmpFPredicate::OLT, arith::CmpFPredicate::OLE,
+              arith::CmpFPredicate::OGT, arith::CmpFPredicate::OGE};
+          return arith::CmpFOp::create(b, l, p[int(C)], a[0], a[1]);
+        }
+        arith::CmpIPredicate p[] = {
+            arith::CmpIPredicate::eq,  arith::CmpIPredicate::ne,
+            arith::CmpIPredicate::slt, arith::CmpIPredicate::sle,
+            arith::CmpIPredicate::sgt, arith::CmpIPredicate::sge};
+        return arith::CmpIOp::create(b, l, p[int(C)], a[0], a[1]);
+      },
+      in);
+  rw.replaceOp(op, r);
+  return success();
+}
+
+} // namespace
+
+void terra::populateElementwiseLowerings(LoweringRegistry &r) {
+  for (StringRef n : {"aten.add.Tensor", "aten.add.Scalar", "aten.add_.Tensor",
+                      "aten.add_.Scalar"})
+    r.add(n, lowerAddSub<false>);
+  for (StringRef n : {"aten.sub.Tensor", "aten.sub.Scalar", "aten.sub_.Tensor",
+                      "aten.sub_.Scalar"})
+    r.add(n, lowerAddSub<true>);
+  for (StringRef n : {"aten.mul.Tensor", "aten.mul.Scalar", "aten.mul_.Tensor",
+                      "aten.mul_.Scalar"})
+    r.add(n, lowerBinary<BinKind::Mul>);
+  for (StringRef n : {"aten.div.Tensor", "aten.div.Scalar", "aten.div_.Tensor",
+                      "aten.div_.Scalar"})
+    r.add(n, lowerBinary<BinKind::Div>);
+  for (StringRef n : {"aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor"})
+    r.add(n, lowerBinary<BinKind::Pow>);
+  r.add("aten.maximum", lowerBinary<BinKind::Max>);
+  r.add("aten.minimum", lowerBinary<BinKind::Min>);
+
+  r.add("aten.neg", [](DLOp op, ValueRange o, PatternRewriter &rw) {
+    return lowerElementwise(op, o, rw, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+      if (isFloat(a[0].getType()))
+        return arith::NegFOp::create(b, l, a[0]);
+      return arith::SubIOp::create(b, l, cst(b, l, a[0], 0), a[0]);
+    });
+  });
+  r.add("aten.exp", [](DLOp op, ValueRange o, PatternRewriter &rw) {
+    return unaryFloat(op, o, rw, [](OpBuilder &b, Location l, Value x) -> Value {
+      return math::ExpOp::create(b, l, x);
+    });
+  });
+  r.add("aten.log", [](DLOp op, ValueRange o, PatternRewriter &rw) {
+    return unaryFloat(op, o, rw, [](OpBuilder &b, Location l, Value x) -> Value {
+      return math::LogOp::create(b, l, x);
+    });
+  });
+  for (StringRef n : {"aten.sqrt", "aten.sqrt_"})
+    r.add(n, [](DLOp op, ValueRange o, PatternRewriter &rw) {
+      return unaryFloat(op, o, rw, [](OpBuilder &b, Location l, Value x) -> Value {
+        return math::SqrtOp::create(b, l, x);
+      });
+    });
+  r.add("aten.rsqrt", [](DLOp op, ValueRange o, PatternRewriter &rw) {
+    return unaryFloat(op, o, rw, [](OpBuilder &b, Location l, Value x) -> Value {
+      return math::RsqrtOp::create(b, l, x);
+    });
+  });
+  r.add("aten.tanh", [](DLOp op, ValueRange o, PatternRewriter &rw) {
+    return unaryFloat(op, o, rw, [](OpBuilder &b, Location l, Value x) -> Value {
+      return math::TanhOp::create(b, l, x);
+    });
+  });
+  r.add("aten.sigmoid", [](DLOp op, ValueRange o, PatternRewriter &rw) {
+    return unaryFloat(op, o, rw, sigmoid);
+  });
+  r.add("aten.silu", [](DLOp op, ValueRange o, PatternRewriter &rw) {
+    return unaryFloat(op, o, rw, [](OpBuilder &b, Location l, Value x) -> Value {
+      return arith::MulFOp::create(b, l, x, sigmoid(b, l, x));
+    });
+  });
+  r.add("aten.relu", [](DLOp op, ValueRange o, PatternRewriter &rw) {
+    return unaryFloat(op, o, rw, [](OpBuilder &b, Location l, Value x) -> Value {
+      return arith::MaximumFOp::create(b, l, x, cst(b, l, x, 0.0));
+    });
+  });
+  r.add("aten.gelu", [](DLOp op, ValueRange o, PatternRewriter &rw) {
+    bool tanhApprox = false;
+    if (auto s = dyn_cast_or_null<StringAttr>(
+            op.getArgsAttr() ? op.getArgsAttr().get("approximate") : nullptr))
+      tanhApprox = s.getValue() == "tanh";
+    return unaryFloat(op, o, rw, [&](OpBuilder &b, Location l, Value x) {
+      return gelu(b, l, x, tanhApprox);
+    });
+  });
+  r.add("aten.leaky_relu", [](DLOp op, ValueRange o, PatternRewriter &rw) {
+    double slope = getFloatArg(op, "negative_slope").value_or(0.01);
+    if (o.size() != 1 || !isFloat(elemOf(op)))
+      return failure();
+    return lowerElementwise(op, o, rw, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+      Value x = a[0];
+      Value pos = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, x,
+                                        cst(b, l, x, 0.0));
+      return arith::SelectOp::create(
+          b, l, pos, x, arith::MulFOp::create(b, l, x, cst(b, l, x, slope)));
+    });
+  });
+
+  // Backward ops: (grad_output, saved) -> grad_input.
+  r.add("aten.threshold_backward", [](DLOp op, ValueRange o,
+                                      PatternRewriter &rw) {
+    double th = getFloatArg(op, "threshold").value_or(0.0);
+    if (o.size() != 2 || !isFloat(elemOf(op)))
+      return failure();
+    return lowerElementwise(op, o, rw, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+      Value keep = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, a[1],
+                                         cst(b, l, a[1], th));
+      return arith::SelectOp::create(b, l, keep, a[0], cst(b, l, a[0], 0.0));
+    });
+  });
+  r.add("aten.sigmoid_backward", [](DLOp op, ValueRange o,
+                                    PatternRewriter &rw) {
+    // grad * y * (1 - y), y = sigmoid output.
+    if (o.size() != 2 || !isFloat(elemOf(op)))
+      return failure();
+    return lowerElementwise(op, o, rw, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+      Value oneMinus = arith::SubFOp::create(b, l, cst(b, l, a[1], 1.0), a[1]);
+      return arith::MulFOp::create(b, l, a[0],
+                                   arith::MulFOp::create(b, l, a[1], oneMinus));
+    });
+  });
+  r.add("aten.tanh_backward", [](DLOp op, ValueRange o,
+                                 PatternRewriter &rw) {
+    // grad * (1 - y^2), y = tanh output.
+    if (o.size() != 2 || !isFloat(elemOf(op)))
+      return failure();
+    return lowerElementwise(op, o, rw, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+      Value y2 = arith::MulFOp::create(b, l, a[1], a[1]);
+      return arith::MulFOp::create(
+          b, l, a[0], arith::SubFOp::create(b, l, cst(b, l, a[1], 1.0), y2));
+    });
+  });
+  r.add("aten.gelu_backward", [](DLOp op, ValueRange o,
+                                 PatternRewriter &rw) {
+    auto approx = dyn_cast_or_null<StringAttr>(
+        op.getArgsAttr() ? op.getArgsAttr().get("approximate") : nullptr);
+    if (o.size() != 2 || !isFloat(elemOf(op)) ||
+        (approx && approx.getValue() != "none"))
+      return failure();
+    return lowerElementwise(op, o, rw, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+      return arith::MulFOp::create(b, l, a[0], geluGrad(b, l, a[1]));
+    });
+  });
+  r.add("aten.silu_backward", [](DLOp op, ValueRange o,
+                                 PatternRewriter &rw) {
+    // grad * s * (1 + x * (1 - s)), s = sigmoid(x).
+    if (o.size() != 2 || !isFloat(elemOf(op)))
+      return failure();
+    return lowerElementwise(op, o, rw, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+      Value x = a[1];
+      Value s = sigmoid(b, l, x);
+      Value one = cst(b, l, x, 1.0);
+      Value t = arith::AddFOp::create(
+          b, l, one,
+          arith::MulFOp::create(b, l, x, arith::SubFOp::create(b, l, one, s)));
+      return arith::MulFOp::create(b, l, a[0], arith::MulFOp::create(b, l, s, t));
+    });
+  });
+  r.add("aten.leaky_relu_backward", [](DLOp op, ValueRange o,
+                                       PatternRewriter &rw) {
+    double slope = getFloatArg(op, "negative_slope").value_or(0.01);
+    if (o.size() != 2 || !isFloat(elemOf(op)))
+      return failure();
+    return lowerElementwise(op, o, rw, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+      Value pos = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, a[1],
+                                        cst(b, l, a[1], 0.0));
+      return arith::SelectOp::create(
+          b, l, pos, a[0], arith::MulFOp::create(b, l, a[0], cst(b, l, a[0], slope)));
+    });
+  });
+
+  for (StringRef n : {"aten.eq.Tensor", "aten.eq.Scalar"})
+    r.add(n, lowerCompare<Cmp::EQ>);
+  for (StringRef n : {"aten.ne.Tensor", "aten.ne.Scalar"})
+    r.add(n, lowerCompare<Cmp::NE>);
+  for (StringRef n : {"aten.lt.Tensor", "aten.lt.Scalar"})
+    r.add(n, lowerCompare<Cmp::LT>);
+  for (StringRef n : {"aten.le.Tensor", "aten.le.Scalar"})
+    r.add(n, lowerCompare<Cmp::LE>);
+  for (StringRef n : {"aten.gt.Tensor", "aten.gt.Scalar"})
+    r.add(n, lowerCompare<Cmp::GT>);
+  for (StringRef n : {"aten.ge.Tensor", "aten.ge.Scalar"})
+    r.add(n, lowerCompare<Cmp::GE>);
+
+  r.add("aten.where.self", [](DLOp op, ValueRange o,
+                              PatternRewriter &rw) {
+    if (o.size() != 3)
+      return failure();
+    return lowerElementwise(op, o, rw, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+      Value c = castScalar(b, l, a[0], b.getI1Type());
+      return arith::SelectOp::create(b, l, c, a[1], a[2]);
+    });
+  });
+  // copy(self, src) and copy_(self, src) produce src in self's shape.
+  for (StringRef n : {"aten.copy", "aten.copy_"})
+    r.add(n, [](DLOp op, ValueRange o, PatternRewriter &rw) {
+      if (o.size() != 2)
+        return failure();
+      return lowerElementwise(op, o.drop_front(), rw,
+                              [](OpBuilder &, Location, ValueRange a) { return a[0]; });
+    });
+  for (StringRef n : {"aten.clone", "aten.detach", "aten.alias",
+                      "aten._to_copy"})
+    r.add(n, [](DLOp op, ValueRange o, PatternRewriter &rw) {
+      if (o.empty())
+        return failure();
+      return lowerElementwise(op, o.take_front(), rw,
+                              [](OpBuilder &, Location, ValueRange a) { return a[0]; });
+    });
+}

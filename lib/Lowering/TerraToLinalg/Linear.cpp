@@ -1,0 +1,118 @@
+//===- Linear.cpp - Matrix products ---------------------------------------===//
+//
+// mm, bmm and addmm lower to the named linalg.matmul / batch_matmul on a
+// zero-filled init; addmm adds the broadcast bias with beta/alpha scaling.
+//
+//===----------------------------------------------------------------------===//
+#include "Utils.h"
+
+using namespace mlir;
+using namespace terra;
+using namespace terra::lowering;
+
+namespace {
+
+/// A zero-filled init tensor of `type` with dims taken from `lhs`/`rhs`.
+Value zeroInit(OpBuilder &b, Location loc, RankedTensorType type, Value lhs,
+               Value rhs) {
+  int64_t rank = type.getRank();
+  SmallVector<Value> dyn;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!type.isDynamicDim(d))
+      continue;
+    // Leading dims come from lhs, the last one from rhs.
+    if (d == rank - 1)
+      dyn.push_back(tensor::DimOp::create(
+          b, loc, rhs, cast<RankedTensorType>(rhs.getType()).getRank() - 1));
+    else
+      dyn.push_back(tensor::DimOp::create(b, loc, lhs, d));
+  }
+  Value init = tensor::EmptyOp::create(b, loc, type, dyn);
+  Value zero = scalarConstant(b, loc, type.getElementType(), 0.0);
+  return linalg::FillOp::create(b, loc, zero, init).getResult(0);
+}
+
+/// Guards that the contraction dims agree when types cannot prove it.
+void guardContraction(OpBuilder &b, Location loc, Value lhs, int64_t ld,
+                      Value rhs, int64_t rd) {
+  auto lt = cast<RankedTensorType>(lhs.getType());
+  auto rt = cast<RankedTensorType>(rhs.getType());
+  if (!lt.isDynamicDim(ld) && !rt.isDynamicDim(rd))
+    return;
+  Value a = tensor::DimOp::create(b, loc, lhs, ld);
+  Value c = tensor::DimOp::create(b, loc, rhs, rd);
+  Value eq = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, a, c);
+  cf::AssertOp::create(b, loc, eq, "mismatched contraction dimensions");
+}
+
+bool isMatrixFloat(Value v, int64_t rank) {
+  auto t = cast<RankedTensorType>(v.getType());
+  return t.getRank() == rank && isFloat(t.getElementType());
+}
+
+LogicalResult lowerMm(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 2 || !isMatrixFloat(o[0], 2) || !isMatrixFloat(o[1], 2) ||
+      false)
+    return failure();
+  Location loc = op.getLoc();
+  guardContraction(rw, loc, o[0], 1, o[1], 0);
+  RankedTensorType type = resultType(op);
+  Value init = zeroInit(rw, loc, type, o[0], o[1]);
+  Value r = linalg::MatmulOp::create(rw, loc, type, ValueRange{o[0], o[1]},
+                                     ValueRange{init})
+                .getResult(0);
+  rw.replaceOp(op, r);
+  return success();
+}
+
+LogicalResult lowerBmm(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 2 || !isMatrixFloat(o[0], 3) || !isMatrixFloat(o[1], 3))
+    return failure();
+  Location loc = op.getLoc();
+  guardContraction(rw, loc, o[0], 2, o[1], 1);
+  RankedTensorType type = resultType(op);
+  Value init = zeroInit(rw, loc, type, o[0], o[1]);
+  Value r = linalg::BatchMatmulOp::create(rw, loc, type,
+                                          ValueRange{o[0], o[1]},
+                                          ValueRange{init})
+                .getResult(0);
+  rw.replaceOp(op, r);
+  return success();
+}
+
+/// addmm(bias, a, b, beta, alpha) = beta * bias + alpha * (a @ b).
+LogicalResult lowerAddmm(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 3 || !isMatrixFloat(o[1], 2) || !isMatrixFloat(o[2], 2))
+    return failure();
+  Location loc = op.getLoc();
+  RankedTensorType type = resultType(op);
+  Type et = type.getElementType();
+  double beta = getFloatArg(op, "beta").value_or(1.0);
+  double alpha = getFloatArg(op, "alpha").value_or(1.0);
+  guardContraction(rw, loc, o[1], 1, o[2], 0);
+  Value init = zeroInit(rw, loc, type, o[1], o[2]);
+  Value prod = linalg::MatmulOp::create(rw, loc, type, ValueRange{o[1], o[2]},
+                                        ValueRange{init})
+                   .getResult(0);
+  Value r = buildElementwise(
+      rw, loc, type, {o[0], prod}, [&](OpBuilder &b, Location l, ValueRange a) {
+        Value bias = a[0], p = a[1];
+        if (beta != 1.0)
+          bias = arith::MulFOp::create(b, l, bias, scalarConstant(b, l, et, beta));
+        if (alpha != 1.0)
+          p = arith::MulFOp::create(b, l, p, scalarConstant(b, l, et, alpha));
+        if (beta == 0.0)
+          return p; // PyTorch ignores the bias (even NaNs) when beta is 0.
+        return Value(arith::AddFOp::create(b, l, bias, p));
+      });
+  rw.replaceOp(op, r);
+  return success();
+}
+
+} // namespace
+
+void terra::populateLinearLowerings(LoweringRegistry &r) {
+  r.add("aten.mm", lowerMm);
+  r.add("aten.bmm", lowerBmm);
+  r.add("aten.addmm", lowerAddmm);
+}

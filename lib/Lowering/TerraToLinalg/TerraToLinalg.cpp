@@ -1,0 +1,64 @@
+//===- TerraToLinalg.cpp - The terra-convert-to-linalg pass ---------------===//
+//
+// A thin pass: one pattern dispatches each terra.op to its family's
+// lowering by name (see Utils.h for the recipe every lowering follows).
+//
+//===----------------------------------------------------------------------===//
+#include "terra/Lowering/TerraToLinalg.h"
+#include "terra/Passes.h"
+
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace terra {
+#define GEN_PASS_DEF_TERRACONVERTTOLINALG
+#include "terra/Passes.h.inc"
+} // namespace terra
+
+using namespace mlir;
+using namespace terra;
+
+const LoweringRegistry &terra::getLoweringRegistry() {
+  static const LoweringRegistry registry = [] {
+    LoweringRegistry r;
+    populateElementwiseLowerings(r);
+    populateLinearLowerings(r);
+    return r;
+  }();
+  return registry;
+}
+
+namespace {
+struct DLOpLowering : public OpRewritePattern<DLOp> {
+  DLOpLowering(MLIRContext *ctx, const LoweringRegistry &registry)
+      : OpRewritePattern(ctx), registry(registry) {}
+
+  LogicalResult matchAndRewrite(DLOp op,
+                                PatternRewriter &rewriter) const override {
+    LowerFn fn = registry.lookup(op.getName());
+    if (!fn)
+      return rewriter.notifyMatchFailure(op, "no lowering for this op");
+    return fn(op, op.getInputs(), rewriter);
+  }
+
+  const LoweringRegistry &registry;
+};
+
+struct ConvertToLinalgPass
+    : public terra::impl::TerraConvertToLinalgBase<ConvertToLinalgPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<DLOpLowering>(&getContext(), getLoweringRegistry());
+    int64_t before = 0;
+    getOperation()->walk([&](DLOp) { ++before; });
+    GreedyRewriteConfig config;
+    config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
+                                     config)))
+      return signalPassFailure();
+    int64_t after = 0;
+    getOperation()->walk([&](DLOp) { ++after; });
+    numLowered += before - after;
+    numHostOps += after;
+  }
+};
+} // namespace

@@ -1,0 +1,132 @@
+//===- Channels.cpp - Host <-> graph communication ------------------------===//
+#include "terra/Runtime/Channels.h"
+
+using namespace terra::rt;
+using Clock = std::chrono::steady_clock;
+
+void Channels::sendFeed(int64_t point, Tensor value) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    feeds[point].push_back(std::move(value));
+  }
+  cv.notify_all();
+}
+
+void Channels::sendCase(int64_t point, uint32_t index) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    cases[point].push_back(index);
+  }
+  cv.notify_all();
+}
+
+void Channels::sendLoop(int64_t point, bool next) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    loops[point].push_back(next);
+  }
+  cv.notify_all();
+}
+
+template <typename T>
+bool Channels::receive(std::map<int64_t, std::deque<T>> &queues, int64_t point,
+                       T &out) {
+  std::unique_lock<std::mutex> lock(mu);
+  auto ready = [&] {
+    if (cancelled)
+      return true;
+    auto it = queues.find(point);
+    return it != queues.end() && !it->second.empty();
+  };
+  if (!ready()) {
+    Clock::time_point start = Clock::now();
+    cv.wait(lock, ready);
+    graphStall += Clock::now() - start;
+  }
+  if (cancelled)
+    return false;
+  std::deque<T> &q = queues[point];
+  out = std::move(q.front());
+  q.pop_front();
+  return true;
+}
+
+bool Channels::receiveFeed(int64_t point, Tensor &out) {
+  return receive(feeds, point, out);
+}
+bool Channels::receiveCase(int64_t point, uint32_t &out) {
+  return receive(cases, point, out);
+}
+bool Channels::receiveLoop(int64_t point, bool &out) {
+  return receive(loops, point, out);
+}
+
+void Channels::publishFetch(int64_t point, Tensor value) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    fetches[point].push_back(std::move(value));
+  }
+  cv.notify_all();
+}
+
+bool Channels::waitFetch(int64_t point, uint64_t instance, Tensor &out) {
+  if (instance == 0)
+    return false;
+  std::unique_lock<std::mutex> lock(mu);
+  auto ready = [&] {
+    if (cancelled || closed)
+      return true;
+    auto it = fetches.find(point);
+    return it != fetches.end() && it->second.size() >= instance;
+  };
+  if (!ready()) {
+    Clock::time_point start = Clock::now();
+    cv.wait(lock, ready);
+    hostStall += Clock::now() - start;
+  }
+  auto it = fetches.find(point);
+  if (cancelled || it == fetches.end() || it->second.size() < instance)
+    return false;
+  out = it->second[instance - 1];
+  return true;
+}
+
+void Channels::cancel() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    cancelled = true;
+  }
+  cv.notify_all();
+}
+
+bool Channels::isCancelled() const {
+  std::lock_guard<std::mutex> lock(mu);
+  return cancelled;
+}
+
+void Channels::close() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    closed = true;
+  }
+  cv.notify_all();
+}
+
+double Channels::graphStallSeconds() const {
+  std::lock_guard<std::mutex> lock(mu);
+  return std::chrono::duration<double>(graphStall).count();
+}
+
+double Channels::hostStallSeconds() const {
+  std::lock_guard<std::mutex> lock(mu);
+  return std::chrono::duration<double>(hostStall).count();
+}
+
+std::vector<int64_t> Channels::fetchPoints() const {
+  std::lock_guard<std::mutex> lock(mu);
+  std::vector<int64_t> points;
+  for (const auto &[id, values] : fetches)
+    if (!values.empty())
+      points.push_back(id);
+  return points;
+}

@@ -1,0 +1,154 @@
+//===- CompiledGraph.cpp - JIT compilation with an on-disk object cache ---===//
+//
+// A module already compiled in an earlier process is not compiled again:
+// the object file MLIR's ExecutionEngine produced is stored under the cache
+// directory, keyed by a hash of the module, and loaded with ORC directly.
+//
+//===----------------------------------------------------------------------===//
+#include "RuntimeInternal.h"
+
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/xxhash.h"
+
+#include <chrono>
+
+using namespace terra::rt;
+using namespace mlir;
+
+struct CompiledGraph::ObjectJit {
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+};
+
+CompiledGraph::~CompiledGraph() = default;
+
+static std::string errorString(llvm::Error err) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << err;
+  return s;
+}
+
+static llvm::orc::SymbolMap symbolMap(llvm::orc::MangleAndInterner &mangle) {
+  llvm::orc::SymbolMap map;
+  for (auto [name, addr] : terra::rt::detail::runtimeSymbols())
+    map[mangle(name)] = {llvm::orc::ExecutorAddr::fromPtr(addr),
+                         llvm::JITSymbolFlags::Exported};
+  return map;
+}
+
+std::unique_ptr<CompiledGraph> CompiledGraph::compile(ModuleOp module,
+                                                      const std::string &name,
+                                                      const std::string &cacheDir,
+                                                      std::string &error) {
+  static bool initialized = [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    return true;
+  }();
+  (void)initialized;
+  auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<CompiledGraph> g(new CompiledGraph());
+
+  if (auto states = module->getAttrOfType<ArrayAttr>("terra.states"))
+    for (Attribute a : states)
+      g->states.push_back(cast<StringAttr>(a).str());
+  if (auto ops = module->getAttrOfType<ArrayAttr>("terra.host_ops"))
+    for (Attribute a : ops) {
+      auto dict = cast<DictionaryAttr>(a);
+      HostOpInfo info;
+      info.name = dict.getAs<StringAttr>("name").str();
+      if (Attribute args = dict.get("args")) {
+        llvm::raw_string_ostream os(info.args);
+        args.print(os);
+      }
+      g->hostOpInfo.push_back(std::move(info));
+    }
+  if (auto msgs = module->getAttrOfType<ArrayAttr>("terra.asserts"))
+    for (Attribute a : msgs)
+      g->asserts.push_back(cast<StringAttr>(a).str());
+
+  registerBuiltinDialectTranslation(*module.getContext());
+  registerLLVMDialectTranslation(*module.getContext());
+
+  std::string text;
+  {
+    llvm::raw_string_ostream os(text);
+    module.print(os, OpPrintingFlags().enableDebugInfo(false));
+  }
+  std::string key = llvm::utohexstr(llvm::xxh3_64bits(text)) + "-" + name;
+  llvm::SmallString<256> objPath(cacheDir);
+  if (!cacheDir.empty())
+    llvm::sys::path::append(objPath, key + ".o");
+
+  std::string packed = "_mlir_" + name;
+  if (!cacheDir.empty() && llvm::sys::fs::exists(objPath)) {
+    auto buffer = llvm::MemoryBuffer::getFile(objPath);
+    auto jit = llvm::orc::LLJITBuilder().create();
+    if (buffer && jit) {
+      llvm::orc::MangleAndInterner mangle((*jit)->getExecutionSession(),
+                                          (*jit)->getDataLayout());
+      llvm::Error err = (*jit)->getMainJITDylib().define(
+          llvm::orc::absoluteSymbols(symbolMap(mangle)));
+      if (!err)
+        err = (*jit)->addObjectFile(std::move(*buffer));
+      if (!err) {
+        auto sym = (*jit)->lookup(packed);
+        if (sym) {
+          g->objectJit = std::make_unique<ObjectJit>();
+          g->objectJit->jit = std::move(*jit);
+          g->entry = sym->toPtr<void (*)(void **)>();
+          g->cached = true;
+        } else {
+          llvm::consumeError(sym.takeError());
+        }
+      } else {
+        llvm::consumeError(std::move(err));
+      }
+    } else if (!jit) {
+      llvm::consumeError(jit.takeError());
+    }
+    // A stale or unreadable cache entry is simply recompiled below.
+  }
+
+  if (!g->entry) {
+    ExecutionEngineOptions options;
+    options.transformer = makeOptimizingTransformer(3, 0, nullptr);
+    options.enableObjectDump = !cacheDir.empty();
+    auto engine = ExecutionEngine::create(module, options);
+    if (!engine) {
+      error = "JIT compilation failed: " + errorString(engine.takeError());
+      return nullptr;
+    }
+    (*engine)->registerSymbols([](llvm::orc::MangleAndInterner mangle) {
+      return symbolMap(mangle);
+    });
+    auto fn = (*engine)->lookupPacked(name);
+    if (!fn) {
+      error = "graph function '" + name +
+              "' not found: " + errorString(fn.takeError());
+      return nullptr;
+    }
+    g->entry = *fn;
+    if (!cacheDir.empty()) {
+      llvm::sys::fs::create_directories(cacheDir);
+      std::string tmp = (objPath + ".tmp").str();
+      (*engine)->dumpToObjectFile(tmp);
+      llvm::sys::fs::rename(tmp, objPath);
+    }
+    g->engine = std::move(*engine);
+  }
+  g->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                             start)
+                   .count();
+  return g;
+}

@@ -1,0 +1,103 @@
+//===- GraphRunner.cpp - The runner thread --------------------------------===//
+#include "RuntimeInternal.h"
+
+#include <chrono>
+#include <csetjmp>
+#include <cstdlib>
+
+using namespace terra::rt;
+
+namespace {
+/// Calls the graph; returns true if it unwound. Kept free of C++ objects
+/// so longjmp back into it is well defined.
+bool invokeWithUnwind(void (*entry)(void **), std::jmp_buf *buf) {
+  if (setjmp(*buf))
+    return true;
+  entry(nullptr);
+  return false;
+}
+} // namespace
+
+void CompiledGraph::invoke(RunState &run) const {
+  RunState *&current = detail::currentRun();
+  current = &run;
+  run.assertMessages = asserts;
+  std::jmp_buf buf;
+  run.jump = &buf;
+  auto start = std::chrono::steady_clock::now();
+  bool unwound = invokeWithUnwind(entry, &buf);
+  run.execSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count() -
+      run.channels.graphStallSeconds();
+  // Release every buffer the run still holds (all of them when it unwound).
+  for (void *p : run.buffers)
+    std::free(p);
+  run.buffers.clear();
+  run.keepAlive.clear();
+  run.hostArgs.clear();
+  run.hostResults.clear();
+  if (!unwound)
+    run.status = RunState::Status::Ok;
+  else if (run.status == RunState::Status::Pending)
+    run.status = RunState::Status::Cancelled;
+  run.jump = nullptr;
+  current = nullptr;
+  run.channels.close();
+}
+
+GraphRunner::GraphRunner(const CompiledGraph &graph)
+    : graph(graph), thread([this] { loop(); }) {}
+
+GraphRunner::~GraphRunner() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stopping = true;
+    if (pending)
+      pending->channels.cancel();
+    if (active)
+      active->channels.cancel();
+  }
+  cv.notify_all();
+  thread.join();
+}
+
+void GraphRunner::start(std::shared_ptr<RunState> run) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    pending = std::move(run);
+    finished.reset();
+  }
+  cv.notify_all();
+}
+
+std::shared_ptr<RunState> GraphRunner::wait() {
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return finished || (!pending && !active); });
+  return std::move(finished);
+}
+
+void GraphRunner::cancel() {
+  std::lock_guard<std::mutex> lock(mu);
+  if (pending)
+    pending->channels.cancel();
+  if (active)
+    active->channels.cancel();
+}
+
+void GraphRunner::loop() {
+  std::unique_lock<std::mutex> lock(mu);
+  while (true) {
+    cv.wait(lock, [&] { return stopping || pending; });
+    if (stopping && !pending)
+      return;
+    active = std::move(pending);
+    lock.unlock();
+    graph.invoke(*active);
+    lock.lock();
+    finished = std::move(active);
+    cv.notify_all();
+    if (stopping)
+      return;
+  }
+}

@@ -1,0 +1,29 @@
+//===- RuntimeInternal.h - Shared runtime internals -------------*- C++ -*-===//
+#ifndef TERRA_LIB_RUNTIME_RUNTIMEINTERNAL_H
+#define TERRA_LIB_RUNTIME_RUNTIMEINTERNAL_H
+
+#include "terra/Runtime/GraphRunner.h"
+
+#include "llvm/ADT/StringRef.h"
+
+#include <utility>
+#include <vector>
+
+namespace terra::rt {
+
+/// MLIR's C interface for an unranked memref.
+struct UnrankedMemRef {
+  int64_t rank;
+  void *descriptor;
+};
+
+namespace detail {
+/// The run executing on this thread (null elsewhere).
+RunState *&currentRun();
+/// Names and addresses of every entry point compiled graphs call.
+std::vector<std::pair<llvm::StringRef, void *>> runtimeSymbols();
+} // namespace detail
+
+} // namespace terra::rt
+
+#endif // TERRA_LIB_RUNTIME_RUNTIMEINTERNAL_H

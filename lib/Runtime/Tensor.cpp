@@ -1,0 +1,99 @@
+//===- Tensor.cpp - Host tensors ------------------------------------------===//
+#include "terra/Runtime/Tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+using namespace terra::rt;
+
+size_t terra::rt::dtypeSize(DType d) {
+  switch (d) {
+  case DType::F64:
+  case DType::I64:
+    return 8;
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::F16:
+  case DType::BF16:
+  case DType::I16:
+    return 2;
+  case DType::I8:
+  case DType::I1:
+    return 1;
+  }
+  return 0;
+}
+
+static const char *const kNames[] = {"f32", "f64", "f16", "bf16", "i64",
+                                     "i32", "i16", "i8",  "i1"};
+
+const char *terra::rt::dtypeName(DType d) { return kNames[int(d)]; }
+
+bool terra::rt::parseDType(const std::string &name, DType &d) {
+  for (int i = 0; i < 9; ++i)
+    if (name == kNames[i]) {
+      d = DType(i);
+      return true;
+    }
+  return false;
+}
+
+std::vector<int64_t>
+terra::rt::contiguousStrides(const std::vector<int64_t> &sizes) {
+  std::vector<int64_t> strides(sizes.size());
+  int64_t s = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= sizes[i];
+  }
+  return strides;
+}
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t s : sizes)
+    n *= s;
+  return n;
+}
+
+bool Tensor::isContiguous() const {
+  return strides == contiguousStrides(sizes);
+}
+
+Tensor Tensor::empty(DType dtype, std::vector<int64_t> sizes) {
+  Tensor t;
+  t.dtype = dtype;
+  t.strides = contiguousStrides(sizes);
+  t.sizes = std::move(sizes);
+  size_t bytes = std::max<int64_t>(t.numel(), 1) * dtypeSize(dtype);
+  void *p = std::calloc(1, bytes);
+  t.owner = std::shared_ptr<void>(p, std::free);
+  t.data = p;
+  return t;
+}
+
+Tensor Tensor::contiguousCopy() const {
+  Tensor out = empty(dtype, sizes);
+  size_t es = dtypeSize(dtype);
+  int64_t n = numel();
+  auto *dst = static_cast<char *>(out.data);
+  const auto *src = static_cast<const char *>(data);
+  if (isContiguous()) {
+    std::memcpy(dst, src, n * es);
+    return out;
+  }
+  std::vector<int64_t> idx(sizes.size(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t off = 0;
+    for (size_t d = 0; d < sizes.size(); ++d)
+      off += idx[d] * strides[d];
+    std::memcpy(dst + i * es, src + off * es, es);
+    for (size_t d = sizes.size(); d-- > 0;) {
+      if (++idx[d] < sizes[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
