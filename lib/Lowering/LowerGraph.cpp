@@ -65,7 +65,11 @@ private:
     func::FuncOp f = declare((prefix + "_" + dtypeSuffix(et)).str(), argTypes,
                              unranked, true);
     Value m = func::CallOp::create(b, loc, f, args).getResult(0);
-    auto ranked = MemRefType::get(type.getShape(), et);
+    // Host tensors may be strided views: accept any strides and offset.
+    SmallVector<int64_t> strides(type.getRank(), ShapedType::kDynamic);
+    auto layout =
+        StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, strides);
+    auto ranked = MemRefType::get(type.getShape(), et, layout);
     Value cast = memref::CastOp::create(b, loc, ranked, m);
     return bufferization::ToTensorOp::create(b, loc, type, cast,
                                              /*restrict=*/true,

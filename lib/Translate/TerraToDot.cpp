@@ -86,6 +86,7 @@ void DotPrinter::print(TraceGraphOp graph) {
   os << "  label=" << quote(title) << ";\n"
      << "  labelloc=t;\n"
      << "  compound=true;\n"
+     << "  fontname=\"Helvetica\";\n"
      << "  node [fontname=\"Helvetica\"];\n"
      << "  edge [fontname=\"Helvetica\", fontsize=10];\n";
   printLevel(graph.getBody().front(), 1);

@@ -229,7 +229,9 @@ void terra::populateElementwiseLowerings(LoweringRegistry &r) {
     });
   r.add("aten.rsqrt", [](DLOp op, ValueRange o, PatternRewriter &rw) {
     return unaryFloat(op, o, rw, [](OpBuilder &b, Location l, Value x) -> Value {
-      return math::RsqrtOp::create(b, l, x);
+      // Not math.rsqrt: libm has no rsqrtf for it to become.
+      return arith::DivFOp::create(b, l, cst(b, l, x, 1.0),
+                                   math::SqrtOp::create(b, l, x));
     });
   });
   r.add("aten.tanh", [](DLOp op, ValueRange o, PatternRewriter &rw) {

@@ -11,11 +11,11 @@
 // CHECK-DAG:   func.func private @terra_rt_host_call(i64)
 // CHECK-LABEL: func.func @step() attributes {llvm.emit_c_interface, terra.unrolled_loops = [array<i64: 7, 2>]}
 // CHECK:         %[[S:.*]] = call @terra_rt_state_f32(%{{.*}}) : (i64) -> memref<*xf32>
-// CHECK:         %[[SC:.*]] = memref.cast %[[S]] : memref<*xf32> to memref<4xf32>
-// CHECK:         bufferization.to_tensor %[[SC]] restrict : memref<4xf32> to tensor<4xf32>
+// CHECK:         %[[SC:.*]] = memref.cast %[[S]] : memref<*xf32> to memref<4xf32, strided<[?], offset: ?>>
+// CHECK:         bufferization.to_tensor %[[SC]] restrict : memref<4xf32, strided<[?], offset: ?>> to tensor<4xf32>
 // CHECK:         %[[C1:.*]] = arith.constant 1 : i64
 // CHECK:         %[[F:.*]] = call @terra_rt_feed_f32(%[[C1]])
-// CHECK:         memref.cast %[[F]] : memref<*xf32> to memref<?xf32>
+// CHECK:         memref.cast %[[F]] : memref<*xf32> to memref<?xf32, strided<[?], offset: ?>>
 // CHECK:         call @terra_rt_host_arg_f32
 // CHECK:         call @terra_rt_host_call
 // CHECK:         call @terra_rt_host_result_f32

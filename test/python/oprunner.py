@@ -1,0 +1,127 @@
+"""Runs single aten ops through the compiled CPU path (terra-run) so tests can
+compare them with eager PyTorch.
+
+A test describes an op by its aten overload name, its tensor inputs and its
+non-tensor args; this module writes a one-op ``terra.graph`` whose inputs are
+feeds and whose results are fetches, runs it with ``terra-run`` and returns the
+fetched arrays.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("TERRA_BUILD_DIR", ROOT / "build"))
+TERRA_RUN = BUILD / "bin" / "terra-run"
+
+_MLIR_DTYPES = {
+    torch.float32: "f32",
+    torch.float64: "f64",
+    torch.int64: "i64",
+    torch.int32: "i32",
+    torch.bool: "i1",
+    torch.int8: "i8",
+}
+
+
+def mlir_type(t: torch.Tensor, dynamic: Sequence[int] = ()) -> str:
+    dims = ["?" if i in dynamic else str(s) for i, s in enumerate(t.shape)]
+    return "tensor<" + "".join(d + "x" for d in dims) + _MLIR_DTYPES[t.dtype] + ">"
+
+
+def mlir_attr(value: Any) -> str:
+    """A Python value as an MLIR attribute in the args dictionary."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return f"{value} : i64"
+    if isinstance(value, float):
+        return f"{value!r} : f64".replace("inf", "0x7FF0000000000000")
+    if isinstance(value, str):
+        return '"' + value + '"'
+    if value is None:
+        return "unit"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(mlir_attr(v) for v in value) + "]"
+    raise TypeError(f"cannot express {value!r} as an MLIR attribute")
+
+
+def graph_text(name: str, inputs: Sequence[torch.Tensor], args: dict[str, Any],
+               outputs: Sequence[torch.Tensor], dynamic: Sequence[int] = ()) -> str:
+    """A one-op terra.graph: feeds 1..n, the op, fetches 0..m-1."""
+    lines = ["module {", "  terra.graph @op {"]
+    for i, t in enumerate(inputs):
+        lines.append(f"    %in{i} = terra.feed {i + 1} : {mlir_type(t, dynamic)}")
+    operands = ", ".join(f"%in{i}" for i in range(len(inputs)))
+    in_types = ", ".join(mlir_type(t, dynamic) for t in inputs)
+    out_types = ", ".join(mlir_type(t, dynamic) for t in outputs)
+    results = ", ".join(f"%out#{j}" for j in range(len(outputs)))
+    arg_text = ""
+    if args:
+        arg_text = " args {" + ", ".join(f"{k} = {mlir_attr(v)}" for k, v in sorted(args.items())) + "}"
+    lines.append(f'    %out:{len(outputs)} = terra.op "{name}"({operands}){arg_text} '
+                 f": ({in_types}) -> ({out_types})")
+    for j in range(len(outputs)):
+        lines.append(f"    terra.fetch {j} %out#{j} : {mlir_type(outputs[j], dynamic)}")
+    lines += ["  }", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def run_graph(text: str, feeds: Sequence[np.ndarray], script: str = "") -> dict[int, list[np.ndarray]]:
+    """Runs a terra.graph module with feeds 1..n; returns fetches by id."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tmpdir = Path(tmp)
+        (tmpdir / "g.mlir").write_text(text)
+        cmd = [str(TERRA_RUN), str(tmpdir / "g.mlir"), "--fetch-dir", str(tmpdir)]
+        for i, a in enumerate(feeds):
+            np.save(tmpdir / f"in{i}.npy", np.ascontiguousarray(a))
+            cmd += ["--feed", f"{i + 1}={tmpdir / f'in{i}.npy'}"]
+        if script:
+            (tmpdir / "script.txt").write_text(script)
+            cmd += ["--script", str(tmpdir / "script.txt")]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0:
+            raise RuntimeError(f"terra-run failed:\n{proc.stderr}\n--- graph ---\n{text}")
+        fetches: dict[int, list[np.ndarray]] = {}
+        for f in sorted(tmpdir.glob("*_*.npy")):
+            point, inst = f.stem.split("_")
+            fetches.setdefault(int(point), []).append((int(inst), np.load(f)))
+        return {k: [a for _, a in sorted(v)] for k, v in fetches.items()}
+
+
+def run_op(name: str, inputs: Sequence[torch.Tensor], args: dict[str, Any] | None = None,
+           outputs: Sequence[torch.Tensor] | None = None,
+           dynamic: Sequence[int] = ()) -> list[np.ndarray]:
+    """Compiles and runs one op; `outputs` (eager results) give the result types."""
+    args = args or {}
+    assert outputs is not None, "pass the eager outputs to type the graph"
+    text = graph_text(name, inputs, args, outputs, dynamic)
+    fetched = run_graph(text, [t.detach().numpy() for t in inputs])
+    return [fetched[j][0] for j in range(len(outputs))]
+
+
+def aten(name: str):
+    """torch.ops.aten.<op>.<overload> for 'aten.op.overload' (or 'aten.op')."""
+    parts = name.split(".")[1:]
+    packet = getattr(torch.ops.aten, parts[0])
+    return getattr(packet, parts[1] if len(parts) > 1 else "default")
+
+
+def check_op(name: str, inputs: Sequence[torch.Tensor], args: dict[str, Any] | None = None,
+             *, kwargs_for_torch: dict[str, Any] | None = None, rtol: float = 1e-5,
+             atol: float = 1e-5, dynamic: Sequence[int] = ()) -> None:
+    """Runs `name` eagerly and compiled and asserts the results match."""
+    args = args or {}
+    expected = aten(name)(*inputs, **(kwargs_for_torch if kwargs_for_torch is not None else args))
+    expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+    got = run_op(name, inputs, args, expected, dynamic)
+    for e, g in zip(expected, got):
+        np.testing.assert_allclose(g, e.detach().numpy(), rtol=rtol, atol=atol,
+                                   err_msg=f"{name} args={args}")

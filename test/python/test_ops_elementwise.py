@@ -1,0 +1,89 @@
+"""Numerical tests of the pointwise and matrix-product lowerings against
+eager PyTorch (CPU, fp32 tolerance), through the compiled path."""
+import pytest
+import torch
+
+from oprunner import check_op
+
+torch.manual_seed(0)
+
+
+def rand(*shape):
+    return torch.randn(shape, dtype=torch.float32)
+
+
+@pytest.mark.parametrize("name", ["aten.add.Tensor", "aten.sub.Tensor", "aten.mul.Tensor",
+                                  "aten.div.Tensor", "aten.maximum", "aten.minimum"])
+@pytest.mark.parametrize("shapes", [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 5), (3, 1)),
+                                    ((1,), (7,)), ((5,), ())])
+def test_binary_broadcasting(name, shapes):
+    a, b = rand(*shapes[0]), rand(*shapes[1])
+    if name == "aten.div.Tensor":
+        b = b.abs() + 0.5
+    check_op(name, [a, b])
+
+
+def test_add_alpha_and_scalar_variants():
+    a, b = rand(3, 5), rand(3, 5)
+    check_op("aten.add.Tensor", [a, b], {"alpha": 2.5})
+    check_op("aten.sub.Tensor", [a, b], {"alpha": -1.5})
+    check_op("aten.add.Scalar", [a], {"other": 3.0})
+    check_op("aten.mul.Scalar", [a], {"other": -0.25})
+    check_op("aten.div.Scalar", [a], {"other": 4.0})
+    check_op("aten.pow.Tensor_Scalar", [a.abs() + 0.1], {"exponent": 1.7})
+
+
+@pytest.mark.parametrize("name", ["aten.neg", "aten.exp", "aten.tanh", "aten.sigmoid",
+                                  "aten.relu", "aten.silu", "aten.sqrt", "aten.rsqrt", "aten.log"])
+def test_unary(name):
+    x = rand(4, 7)
+    if name in ("aten.sqrt", "aten.rsqrt", "aten.log"):
+        x = x.abs() + 0.1
+    check_op(name, [x])
+
+
+def test_gelu_both_approximations():
+    x = rand(6, 5) * 3
+    check_op("aten.gelu", [x])
+    check_op("aten.gelu", [x], {"approximate": "tanh"})
+
+
+def test_leaky_relu():
+    check_op("aten.leaky_relu", [rand(5, 5)], {"negative_slope": 0.2})
+
+
+@pytest.mark.parametrize("name", ["aten.threshold_backward", "aten.sigmoid_backward",
+                                  "aten.tanh_backward", "aten.gelu_backward",
+                                  "aten.silu_backward", "aten.leaky_relu_backward"])
+def test_activation_backward(name):
+    grad, saved = rand(3, 6), rand(3, 6)
+    args = {"threshold": 0.0} if name == "aten.threshold_backward" else {}
+    if name == "aten.leaky_relu_backward":
+        args = {"negative_slope": 0.1, "self_is_result": False}
+    check_op(name, [grad, saved], args)
+
+
+@pytest.mark.parametrize("name", ["aten.eq.Tensor", "aten.ne.Tensor", "aten.lt.Tensor",
+                                  "aten.le.Tensor", "aten.gt.Tensor", "aten.ge.Tensor"])
+def test_comparisons(name):
+    a = torch.randint(0, 3, (4, 5)).float()
+    b = torch.randint(0, 3, (5,)).float()
+    check_op(name, [a, b])
+
+
+def test_where():
+    cond = torch.rand(4, 5) > 0.5
+    check_op("aten.where.self", [cond, rand(4, 5), rand(5)])
+
+
+def test_mm_bmm_addmm():
+    check_op("aten.mm", [rand(5, 7), rand(7, 3)], rtol=1e-4, atol=1e-5)
+    check_op("aten.bmm", [rand(2, 5, 7), rand(2, 7, 3)], rtol=1e-4, atol=1e-5)
+    check_op("aten.addmm", [rand(3), rand(5, 7), rand(7, 3)], rtol=1e-4, atol=1e-5)
+    check_op("aten.addmm", [rand(5, 3), rand(5, 7), rand(7, 3)], {"beta": 0.5, "alpha": 2.0},
+             rtol=1e-4, atol=1e-5)
+
+
+def test_dynamic_shapes():
+    check_op("aten.add.Tensor", [rand(6, 4), rand(6, 4)], dynamic=[0])
+    check_op("aten.mm", [rand(9, 4), rand(4, 2)], dynamic=[0], rtol=1e-4, atol=1e-5)
