@@ -1,0 +1,56 @@
+// Pointwise ops lower to one broadcasting linalg.generic each.
+// RUN: terra-opt %s -split-input-file -terra-convert-to-linalg | FileCheck %s
+
+// CHECK-DAG:   #[[ID:.*]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-DAG:   #[[ROW:.*]] = affine_map<(d0, d1) -> (d1)>
+// CHECK-LABEL: terra.graph @add_broadcast_alpha
+// CHECK:         %[[E:.*]] = tensor.empty() : tensor<3x4xf32>
+// CHECK:         linalg.generic {indexing_maps = [#[[ID]], #[[ROW]], #[[ID]]], iterator_types = ["parallel", "parallel"]}
+// CHECK-SAME:      ins(%{{.*}}, %{{.*}} : tensor<3x4xf32>, tensor<4xf32>) outs(%[[E]] : tensor<3x4xf32>)
+// CHECK:           %[[S:.*]] = arith.mulf %{{.*}}, %{{.*}} : f32
+// CHECK:           arith.addf %{{.*}}, %[[S]] : f32
+// CHECK-NOT:     terra.op
+terra.graph @add_broadcast_alpha {
+  %a = terra.feed 1 : tensor<3x4xf32>
+  %b = terra.feed 2 : tensor<4xf32>
+  %r = terra.op "aten.add.Tensor"(%a, %b) args {alpha = 2 : i64} : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>
+  terra.fetch 0 %r : tensor<3x4xf32>
+}
+
+// -----
+
+// A dynamic dimension takes its size from a non-broadcast operand.
+// CHECK-LABEL: terra.graph @relu_dynamic
+// CHECK:         %[[D:.*]] = tensor.dim %{{.*}}, %c0 : tensor<?x8xf32>
+// CHECK:         tensor.empty(%[[D]]) : tensor<?x8xf32>
+// CHECK:         linalg.generic
+// CHECK:           arith.maximumf
+terra.graph @relu_dynamic {
+  %a = terra.feed 1 : tensor<?x8xf32>
+  %r = terra.op "aten.relu"(%a) : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  terra.fetch 0 %r : tensor<?x8xf32>
+}
+
+// -----
+
+// Comparisons compute in the input dtype and produce i1.
+// CHECK-LABEL: terra.graph @lt_scalar
+// CHECK:         linalg.generic
+// CHECK:           arith.cmpf olt
+// CHECK:           linalg.yield %{{.*}} : i1
+terra.graph @lt_scalar {
+  %a = terra.feed 1 : tensor<5xf32>
+  %r = terra.op "aten.lt.Scalar"(%a) args {other = 0.5 : f64} : (tensor<5xf32>) -> tensor<5xi1>
+  terra.fetch 0 %r : tensor<5xi1>
+}
+
+// -----
+
+// An unsupported variant (integer sqrt) stays for a host callback.
+// CHECK-LABEL: terra.graph @int_sqrt_stays
+// CHECK:         terra.op "aten.sqrt"
+terra.graph @int_sqrt_stays {
+  %a = terra.feed 1 : tensor<5xi64>
+  %r = terra.op "aten.sqrt"(%a) : (tensor<5xi64>) -> tensor<5xi64>
+  terra.fetch 0 %r : tensor<5xi64>
+}

@@ -1,0 +1,54 @@
+// Matrix products lower to named linalg ops on zero-filled inits; addmm adds
+// the broadcast bias; dynamic contraction dims get a runtime guard.
+// RUN: terra-opt %s -split-input-file -terra-convert-to-linalg | FileCheck %s
+
+// CHECK-LABEL: terra.graph @mm
+// CHECK:         %[[Z:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<5x3xf32>)
+// CHECK:         linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<5x7xf32>, tensor<7x3xf32>) outs(%[[Z]] : tensor<5x3xf32>)
+terra.graph @mm {
+  %a = terra.feed 1 : tensor<5x7xf32>
+  %b = terra.feed 2 : tensor<7x3xf32>
+  %r = terra.op "aten.mm"(%a, %b) : (tensor<5x7xf32>, tensor<7x3xf32>) -> tensor<5x3xf32>
+  terra.fetch 0 %r : tensor<5x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: terra.graph @addmm_dynamic
+// CHECK:         %[[K1:.*]] = tensor.dim %{{.*}}, %c1 : tensor<?x?xf32>
+// CHECK:         %[[K2:.*]] = tensor.dim %{{.*}}, %c0 : tensor<?x3xf32>
+// CHECK:         %[[EQ:.*]] = arith.cmpi eq, %[[K1]], %[[K2]]
+// CHECK:         cf.assert %[[EQ]], "mismatched contraction dimensions"
+// CHECK:         linalg.matmul
+// CHECK:         linalg.generic
+// CHECK:           arith.addf
+terra.graph @addmm_dynamic {
+  %bias = terra.feed 1 : tensor<3xf32>
+  %a = terra.feed 2 : tensor<?x?xf32>
+  %b = terra.feed 3 : tensor<?x3xf32>
+  %r = terra.op "aten.addmm"(%bias, %a, %b) : (tensor<3xf32>, tensor<?x?xf32>, tensor<?x3xf32>) -> tensor<?x3xf32>
+  terra.fetch 0 %r : tensor<?x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: terra.graph @bmm
+// CHECK:         linalg.batch_matmul ins(%{{.*}}, %{{.*}} : tensor<2x5x7xf32>, tensor<2x7x3xf32>)
+terra.graph @bmm {
+  %a = terra.feed 1 : tensor<2x5x7xf32>
+  %b = terra.feed 2 : tensor<2x7x3xf32>
+  %r = terra.op "aten.bmm"(%a, %b) : (tensor<2x5x7xf32>, tensor<2x7x3xf32>) -> tensor<2x5x3xf32>
+  terra.fetch 0 %r : tensor<2x5x3xf32>
+}
+
+// -----
+
+// Integer matmul is not lowered: it becomes a host op.
+// CHECK-LABEL: terra.graph @int_mm_stays
+// CHECK:         terra.op "aten.mm"
+terra.graph @int_mm_stays {
+  %a = terra.feed 1 : tensor<5x7xi64>
+  %b = terra.feed 2 : tensor<7x3xi64>
+  %r = terra.op "aten.mm"(%a, %b) : (tensor<5x7xi64>, tensor<7x3xi64>) -> tensor<5x3xi64>
+  terra.fetch 0 %r : tensor<5x3xi64>
+}
