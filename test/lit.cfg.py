@@ -8,7 +8,7 @@ config.name = "TERRA"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".json", ".test"]
 config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
-                   "unit"]
+                   "unit", "runtime"]
 config.test_source_root = os.path.join(os.path.dirname(__file__), "lit")
 config.test_exec_root = os.path.join(config.terra_obj_root, "test", "lit")
 

@@ -129,9 +129,10 @@ LogicalResult GraphLowering::run(GraphOp graph) {
     Location loc = op->getLoc();
     b.setInsertionPoint(op);
     if (auto feed = dyn_cast<FeedOp>(op)) {
-      Value t = receiveTensor(b, loc, "terra_rt_feed",
-                              cast<RankedTensorType>(feed.getType()),
-                              i64(b, loc, feed.getId().value_or(0)));
+      auto type = cast<RankedTensorType>(feed.getType());
+      Value t = receiveTensor(
+          b, loc, "terra_rt_feed", type,
+          {i64(b, loc, feed.getId().value_or(0)), i64(b, loc, type.getRank())});
       feed.replaceAllUsesWith(t);
     } else if (auto fetch = dyn_cast<FetchOp>(op)) {
       sendTensor(b, loc, "terra_rt_fetch", i64(b, loc, fetch.getId().value_or(0)),

@@ -87,7 +87,7 @@ bool feedImpl(RunState *run, int64_t id, DType dtype, UnrankedMemRef *out,
     run->status = RunState::Status::Cancelled;
     return false;
   }
-  if (expectedRank >= 0 && !checkTensor(run, t, dtype, expectedRank, "feed", id))
+  if (!checkTensor(run, t, dtype, expectedRank, "feed", id))
     return false;
   describe(t, out);
   run->keepAlive.push_back(std::move(t));
@@ -159,8 +159,9 @@ RunState *&currentRun() { return current; }
 extern "C" {
 
 #define TERRA_RT_DTYPE_ENTRY_POINTS(SUFFIX, DTYPE)                             \
-  void _mlir_ciface_terra_rt_feed_##SUFFIX(UnrankedMemRef *out, int64_t id) {  \
-    if (!feedImpl(current, id, DTYPE, out, -1))                                \
+  void _mlir_ciface_terra_rt_feed_##SUFFIX(UnrankedMemRef *out, int64_t id,   \
+                                            int64_t rank) {                    \
+    if (!feedImpl(current, id, DTYPE, out, rank))                              \
       unwind(current);                                                         \
   }                                                                            \
   void _mlir_ciface_terra_rt_state_##SUFFIX(UnrankedMemRef *out, int64_t id) { \

@@ -81,7 +81,8 @@ def run_graph(text: str, feeds: Sequence[np.ndarray], script: str = "") -> dict[
         (tmpdir / "g.mlir").write_text(text)
         cmd = [str(TERRA_RUN), str(tmpdir / "g.mlir"), "--fetch-dir", str(tmpdir)]
         for i, a in enumerate(feeds):
-            np.save(tmpdir / f"in{i}.npy", np.ascontiguousarray(a))
+            # Not np.ascontiguousarray: it turns 0-d arrays into 1-d ones.
+            np.save(tmpdir / f"in{i}.npy", np.array(a, order="C", copy=True))
             cmd += ["--feed", f"{i + 1}={tmpdir / f'in{i}.npy'}"]
         if script:
             (tmpdir / "script.txt").write_text(script)

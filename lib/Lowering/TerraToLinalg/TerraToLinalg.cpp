@@ -22,6 +22,15 @@ const LoweringRegistry &terra::getLoweringRegistry() {
     LoweringRegistry r;
     populateElementwiseLowerings(r);
     populateLinearLowerings(r);
+    populateReductionLowerings(r);
+    populateLossLowerings(r);
+    populateNormalizationLowerings(r);
+    populateDataMovementLowerings(r);
+    populateTensorConstructorsLowerings(r);
+    populateOptimizerLowerings(r);
+    populateRandomLowerings(r);
+    populateConvolutionLowerings(r);
+    populatePoolingLowerings(r);
     return r;
   }();
   return registry;

@@ -13,7 +13,7 @@
 // CHECK-LABEL: llvm.func @_mlir_ciface_step()
 // CHECK-NOT:   terra.
 // IR: define void @step()
-// IR: call { i64, ptr } @terra_rt_feed_f32(i64 1)
+// IR: call { i64, ptr } @terra_rt_feed_f32(i64 1, i64 2)
 // IR: call i64 @terra_rt_case(i64 5, i64 2)
 // IR: call i1 @terra_rt_loop(i64 7)
 module {

@@ -4,7 +4,7 @@
 // RUN: terra-opt %s -terra-convert-to-linalg -terra-lower-graph | FileCheck %s
 
 // CHECK-LABEL: module attributes {terra.host_ops = [{args = {k = 3 : i64}, name = "aten.unknown_op"}], terra.states = ["fc.weight"]}
-// CHECK-DAG:   func.func private @terra_rt_feed_f32(i64) -> memref<*xf32> attributes {llvm.emit_c_interface}
+// CHECK-DAG:   func.func private @terra_rt_feed_f32(i64, i64) -> memref<*xf32> attributes {llvm.emit_c_interface}
 // CHECK-DAG:   func.func private @terra_rt_fetch_f32(i64, memref<*xf32>) attributes {llvm.emit_c_interface}
 // CHECK-DAG:   func.func private @terra_rt_case(i64, i64) -> index
 // CHECK-DAG:   func.func private @terra_rt_loop(i64) -> i1
@@ -14,7 +14,7 @@
 // CHECK:         %[[SC:.*]] = memref.cast %[[S]] : memref<*xf32> to memref<4xf32, strided<[?], offset: ?>>
 // CHECK:         bufferization.to_tensor %[[SC]] restrict : memref<4xf32, strided<[?], offset: ?>> to tensor<4xf32>
 // CHECK:         %[[C1:.*]] = arith.constant 1 : i64
-// CHECK:         %[[F:.*]] = call @terra_rt_feed_f32(%[[C1]])
+// CHECK:         %[[F:.*]] = call @terra_rt_feed_f32(%[[C1]], %{{.*}})
 // CHECK:         memref.cast %[[F]] : memref<*xf32> to memref<?xf32, strided<[?], offset: ?>>
 // CHECK:         call @terra_rt_host_arg_f32
 // CHECK:         call @terra_rt_host_call

@@ -1,0 +1,8 @@
+//===- Convolution.cpp - Convolution op lowerings ----------------------------------------===//
+#include "Utils.h"
+
+using namespace mlir;
+using namespace terra;
+using namespace terra::lowering;
+
+void terra::populateConvolutionLowerings(LoweringRegistry &r) {}

@@ -1,0 +1,8 @@
+//===- DataMovement.cpp - DataMovement op lowerings ----------------------------------------===//
+#include "Utils.h"
+
+using namespace mlir;
+using namespace terra;
+using namespace terra::lowering;
+
+void terra::populateDataMovementLowerings(LoweringRegistry &r) {}

@@ -1,0 +1,8 @@
+//===- Loss.cpp - Loss op lowerings ----------------------------------------===//
+#include "Utils.h"
+
+using namespace mlir;
+using namespace terra;
+using namespace terra::lowering;
+
+void terra::populateLossLowerings(LoweringRegistry &r) {}

@@ -1,0 +1,8 @@
+//===- Normalization.cpp - Normalization op lowerings ----------------------------------------===//
+#include "Utils.h"
+
+using namespace mlir;
+using namespace terra;
+using namespace terra::lowering;
+
+void terra::populateNormalizationLowerings(LoweringRegistry &r) {}

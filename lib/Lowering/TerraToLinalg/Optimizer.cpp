@@ -1,0 +1,8 @@
+//===- Optimizer.cpp - Optimizer op lowerings ----------------------------------------===//
+#include "Utils.h"
+
+using namespace mlir;
+using namespace terra;
+using namespace terra::lowering;
+
+void terra::populateOptimizerLowerings(LoweringRegistry &r) {}

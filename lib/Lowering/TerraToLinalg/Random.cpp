@@ -1,0 +1,8 @@
+//===- Random.cpp - Random op lowerings ----------------------------------------===//
+#include "Utils.h"
+
+using namespace mlir;
+using namespace terra;
+using namespace terra::lowering;
+
+void terra::populateRandomLowerings(LoweringRegistry &r) {}

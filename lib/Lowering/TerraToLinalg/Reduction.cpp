@@ -1,0 +1,8 @@
+//===- Reduction.cpp - Reduction op lowerings ----------------------------------------===//
+#include "Utils.h"
+
+using namespace mlir;
+using namespace terra;
+using namespace terra::lowering;
+
+void terra::populateReductionLowerings(LoweringRegistry &r) {}

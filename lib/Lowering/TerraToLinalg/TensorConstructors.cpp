@@ -1,0 +1,8 @@
+//===- TensorConstructors.cpp - TensorConstructors op lowerings ----------------------------------------===//
+#include "Utils.h"
+
+using namespace mlir;
+using namespace terra;
+using namespace terra::lowering;
+
+void terra::populateTensorConstructorsLowerings(LoweringRegistry &r) {}

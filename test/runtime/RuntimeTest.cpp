@@ -1,0 +1,368 @@
+//===- RuntimeTest.cpp - Channels, runner, cancellation, stress -----------===//
+#include "terra/Dialect/TerraOps.h"
+#include "terra/Passes.h"
+#include "terra/Runtime/GraphRunner.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+using namespace terra::rt;
+
+namespace {
+
+Tensor scalarF32(float v) {
+  Tensor t = Tensor::empty(DType::F32, {});
+  *static_cast<float *>(t.data) = v;
+  return t;
+}
+
+Tensor vecF32(std::vector<float> v) {
+  Tensor t = Tensor::empty(DType::F32, {int64_t(v.size())});
+  std::copy(v.begin(), v.end(), static_cast<float *>(t.data));
+  return t;
+}
+
+float at(const Tensor &t, int64_t i) {
+  return static_cast<const float *>(t.data)[i];
+}
+
+//===----------------------------------------------------------------------===//
+// Channels
+//===----------------------------------------------------------------------===//
+
+TEST(Channels, FeedsAreFifoPerPoint) {
+  Channels ch;
+  ch.sendFeed(1, scalarF32(1));
+  ch.sendFeed(2, scalarF32(20));
+  ch.sendFeed(1, scalarF32(2));
+  Tensor t;
+  ASSERT_TRUE(ch.receiveFeed(1, t));
+  EXPECT_EQ(at(t, 0), 1);
+  ASSERT_TRUE(ch.receiveFeed(1, t));
+  EXPECT_EQ(at(t, 0), 2);
+  ASSERT_TRUE(ch.receiveFeed(2, t));
+  EXPECT_EQ(at(t, 0), 20);
+}
+
+TEST(Channels, FetchInstancesPairUp) {
+  Channels ch;
+  ch.publishFetch(3, scalarF32(5));
+  ch.publishFetch(3, scalarF32(6));
+  Tensor t;
+  ASSERT_TRUE(ch.waitFetch(3, 2, t));
+  EXPECT_EQ(at(t, 0), 6);
+  ASSERT_TRUE(ch.waitFetch(3, 1, t));
+  EXPECT_EQ(at(t, 0), 5);
+  EXPECT_FALSE(ch.waitFetch(3, 0, t));
+}
+
+TEST(Channels, WaitBlocksUntilSent) {
+  Channels ch;
+  std::atomic<bool> received{false};
+  std::thread graph([&] {
+    uint32_t index;
+    ASSERT_TRUE(ch.receiveCase(9, index));
+    EXPECT_EQ(index, 1u);
+    received = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(received);
+  ch.sendCase(9, 1);
+  graph.join();
+  EXPECT_TRUE(received);
+  EXPECT_GT(ch.graphStallSeconds(), 0.0);
+}
+
+TEST(Channels, CancelWakesEveryWaiter) {
+  Channels ch;
+  std::vector<std::thread> waiters;
+  std::atomic<int> woken{0};
+  waiters.emplace_back([&] {
+    Tensor t;
+    EXPECT_FALSE(ch.receiveFeed(1, t));
+    ++woken;
+  });
+  waiters.emplace_back([&] {
+    bool b;
+    EXPECT_FALSE(ch.receiveLoop(2, b));
+    ++woken;
+  });
+  waiters.emplace_back([&] {
+    Tensor t;
+    EXPECT_FALSE(ch.waitFetch(3, 1, t));
+    ++woken;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ch.cancel();
+  for (auto &w : waiters)
+    w.join();
+  EXPECT_EQ(woken, 3);
+  // Later waits fail at once.
+  uint32_t i;
+  EXPECT_FALSE(ch.receiveCase(1, i));
+}
+
+TEST(Channels, CloseReleasesHostWaitingForMissingFetch) {
+  Channels ch;
+  std::thread host([&] {
+    Tensor t;
+    EXPECT_FALSE(ch.waitFetch(4, 1, t));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ch.close();
+  host.join();
+}
+
+//===----------------------------------------------------------------------===//
+// Compiled graphs
+//===----------------------------------------------------------------------===//
+
+class GraphTest : public ::testing::Test {
+protected:
+  std::unique_ptr<CompiledGraph> compile(const std::string &text) {
+    mlir::DialectRegistry registry;
+    mlir::registerAllDialects(registry);
+    mlir::registerAllExtensions(registry);
+    registry.insert<terra::TerraDialect>();
+    ctx = std::make_unique<mlir::MLIRContext>(registry);
+    ctx->loadAllAvailableDialects();
+    module = mlir::parseSourceString<mlir::ModuleOp>(text, ctx.get());
+    EXPECT_TRUE(module);
+    mlir::PassManager pm(ctx.get());
+    pm.addPass(terra::createTerraConvertToLinalg());
+    pm.addPass(terra::createTerraLowerGraph());
+    terra::buildCPULoweringPipeline(pm);
+    EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
+    std::string error;
+    auto g = CompiledGraph::compile(*module, "g", "", error);
+    EXPECT_TRUE(g) << error;
+    return g;
+  }
+  std::unique_ptr<mlir::MLIRContext> ctx;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+};
+
+// feed 1 -> neg -> fetch 0; switch on case 2; loop 3 doubling; fetch 1;
+// host op 0 in the loop's exit path.
+const char *kGraph = R"mlir(
+module {
+  terra.graph @g {
+    %x = terra.feed 1 : tensor<4xf32>
+    %n = terra.op "aten.neg"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+    terra.fetch 0 %n : tensor<4xf32>
+    %c = terra.case_select 2 cases 2
+    %z = scf.index_switch %c -> tensor<4xf32>
+    case 0 {
+      %e = terra.op "aten.exp"(%n) : (tensor<4xf32>) -> tensor<4xf32>
+      scf.yield %e : tensor<4xf32>
+    }
+    default {
+      scf.yield %n : tensor<4xf32>
+    }
+    %l = scf.while (%a = %z) : (tensor<4xf32>) -> tensor<4xf32> {
+      %k = terra.loop_cond 3
+      scf.condition(%k) %a : tensor<4xf32>
+    } do {
+    ^bb0(%a: tensor<4xf32>):
+      %d = terra.op "aten.add.Tensor"(%a, %a) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      scf.yield %d : tensor<4xf32>
+    }
+    %h = terra.op "test.host_square"(%l) : (tensor<4xf32>) -> tensor<4xf32>
+    terra.fetch 1 %h : tensor<4xf32>
+  }
+}
+)mlir";
+
+HostOpFn squareHostOp(std::atomic<int> *calls = nullptr,
+                      std::atomic<bool> *block = nullptr) {
+  return [=](int64_t id, const std::vector<Tensor> &in,
+             std::vector<Tensor> &out, std::string &err) {
+    if (calls)
+      ++*calls;
+    while (block && *block)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (id != 0 || in.size() != 1) {
+      err = "unexpected host op";
+      return false;
+    }
+    Tensor r = Tensor::empty(DType::F32, in[0].sizes);
+    for (int64_t i = 0; i < r.numel(); ++i)
+      static_cast<float *>(r.data)[i] = at(in[0], i) * at(in[0], i);
+    out.push_back(r);
+    return true;
+  };
+}
+
+TEST_F(GraphTest, RunsOneIterationWithAllChannels) {
+  auto g = compile(kGraph);
+  ASSERT_TRUE(g);
+  ASSERT_EQ(g->hostOps().size(), 1u);
+  EXPECT_EQ(g->hostOps()[0].name, "test.host_square");
+  GraphRunner runner(*g);
+  auto run = std::make_shared<RunState>();
+  run->hostOps = squareHostOp();
+  runner.start(run);
+  // The host sends while the graph runs.
+  run->channels.sendFeed(1, vecF32({1, 2, 3, 4}));
+  Tensor neg;
+  ASSERT_TRUE(run->channels.waitFetch(0, 1, neg));
+  EXPECT_EQ(at(neg, 3), -4);
+  run->channels.sendCase(2, 1); // pass-through case
+  run->channels.sendLoop(3, true);
+  run->channels.sendLoop(3, true);
+  run->channels.sendLoop(3, false);
+  auto done = runner.wait();
+  ASSERT_EQ(done->status, RunState::Status::Ok) << done->error;
+  Tensor out;
+  ASSERT_TRUE(done->channels.waitFetch(1, 1, out));
+  // (-x * 4)^2
+  EXPECT_FLOAT_EQ(at(out, 1), 64);
+  EXPECT_TRUE(done->buffers.empty());
+}
+
+TEST_F(GraphTest, CancelWhileWaitingForAFeed) {
+  auto g = compile(kGraph);
+  GraphRunner runner(*g);
+  auto run = std::make_shared<RunState>();
+  runner.start(run);
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  runner.cancel();
+  auto done = runner.wait();
+  EXPECT_EQ(done->status, RunState::Status::Cancelled);
+  EXPECT_TRUE(done->buffers.empty());
+}
+
+TEST_F(GraphTest, CancelWhileWaitingForACaseSelect) {
+  auto g = compile(kGraph);
+  GraphRunner runner(*g);
+  auto run = std::make_shared<RunState>();
+  run->channels.sendFeed(1, vecF32({1, 2, 3, 4}));
+  runner.start(run);
+  Tensor t;
+  ASSERT_TRUE(run->channels.waitFetch(0, 1, t)); // the graph is past the feed
+  runner.cancel();
+  auto done = runner.wait();
+  EXPECT_EQ(done->status, RunState::Status::Cancelled);
+  EXPECT_TRUE(done->buffers.empty());
+}
+
+TEST_F(GraphTest, CancelWhileWaitingForALoopCondition) {
+  auto g = compile(kGraph);
+  GraphRunner runner(*g);
+  auto run = std::make_shared<RunState>();
+  run->channels.sendFeed(1, vecF32({1, 2, 3, 4}));
+  run->channels.sendCase(2, 0);
+  run->channels.sendLoop(3, true); // one iteration, then it waits
+  runner.start(run);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  runner.cancel();
+  auto done = runner.wait();
+  EXPECT_EQ(done->status, RunState::Status::Cancelled);
+  EXPECT_TRUE(done->buffers.empty());
+}
+
+TEST_F(GraphTest, CancelDuringAHostCallback) {
+  auto g = compile(kGraph);
+  GraphRunner runner(*g);
+  std::atomic<int> calls{0};
+  std::atomic<bool> block{true};
+  auto run = std::make_shared<RunState>();
+  run->hostOps = squareHostOp(&calls, &block);
+  run->channels.sendFeed(1, vecF32({1, 2, 3, 4}));
+  run->channels.sendCase(2, 0);
+  run->channels.sendLoop(3, false);
+  runner.start(run);
+  while (calls == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  runner.cancel(); // the callback itself finishes; the run still ends cleanly
+  block = false;
+  auto done = runner.wait();
+  EXPECT_NE(done->status, RunState::Status::Pending);
+  EXPECT_TRUE(done->buffers.empty());
+}
+
+TEST_F(GraphTest, MissingHostExecutorIsAnErrorNotACrash) {
+  auto g = compile(kGraph);
+  GraphRunner runner(*g);
+  auto run = std::make_shared<RunState>();
+  run->channels.sendFeed(1, vecF32({1, 2, 3, 4}));
+  run->channels.sendCase(2, 1);
+  run->channels.sendLoop(3, false);
+  runner.start(run);
+  auto done = runner.wait();
+  EXPECT_EQ(done->status, RunState::Status::Error);
+  EXPECT_NE(done->error.find("host executor"), std::string::npos);
+}
+
+TEST_F(GraphTest, WrongFeedDtypeIsReported) {
+  const char *text = R"mlir(
+module {
+  terra.graph @g {
+    %x = terra.feed 1 : tensor<2xf32>
+    terra.fetch 0 %x : tensor<2xf32>
+  }
+})mlir";
+  auto g = compile(text);
+  GraphRunner runner(*g);
+  auto run = std::make_shared<RunState>();
+  Tensor bad = Tensor::empty(DType::I64, {2});
+  run->channels.sendFeed(1, bad);
+  runner.start(run);
+  auto done = runner.wait();
+  EXPECT_EQ(done->status, RunState::Status::Error);
+  EXPECT_NE(done->error.find("feed 1: expected f32 of rank 1, got i64 of rank 1"),
+            std::string::npos)
+      << done->error;
+}
+
+TEST_F(GraphTest, StressManyIterationsOnSeveralRunners) {
+  auto g = compile(kGraph);
+  constexpr int kRunners = 4, kIterations = 200;
+  std::vector<std::thread> hosts;
+  std::atomic<int> ok{0}, cancelled{0};
+  for (int r = 0; r < kRunners; ++r)
+    hosts.emplace_back([&, r] {
+      GraphRunner runner(*g);
+      for (int i = 0; i < kIterations; ++i) {
+        auto run = std::make_shared<RunState>();
+        run->hostOps = squareHostOp();
+        runner.start(run);
+        run->channels.sendFeed(1, vecF32({float(i), 1, 2, 3}));
+        if ((i + r) % 7 == 3) { // cancel some iterations mid-way
+          runner.cancel();
+          auto done = runner.wait();
+          cancelled += done->status == RunState::Status::Cancelled;
+          ok += done->status == RunState::Status::Ok;
+          continue;
+        }
+        run->channels.sendCase(2, i % 2);
+        for (int k = 0; k < i % 3; ++k)
+          run->channels.sendLoop(3, true);
+        run->channels.sendLoop(3, false);
+        auto done = runner.wait();
+        ASSERT_EQ(done->status, RunState::Status::Ok) << done->error;
+        Tensor out;
+        ASSERT_TRUE(done->channels.waitFetch(1, 1, out));
+        float v = -float(i);
+        if (i % 2 == 0)
+          v = std::exp(v);
+        v *= float(1 << (i % 3));
+        EXPECT_NEAR(at(out, 0), v * v, 1e-3f * (1 + v * v));
+        ++ok;
+      }
+    });
+  for (auto &h : hosts)
+    h.join();
+  EXPECT_EQ(ok + cancelled, kRunners * kIterations);
+  EXPECT_GT(cancelled, 0);
+}
+
+} // namespace
