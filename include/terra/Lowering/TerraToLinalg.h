@@ -38,6 +38,15 @@ const LoweringRegistry &getLoweringRegistry();
 // One entry point per family (lib/Lowering/TerraToLinalg/<Family>.cpp).
 void populateElementwiseLowerings(LoweringRegistry &registry);
 void populateLinearLowerings(LoweringRegistry &registry);
+void populateReductionLowerings(LoweringRegistry &registry);
+void populateLossLowerings(LoweringRegistry &registry);
+void populateNormalizationLowerings(LoweringRegistry &registry);
+void populateDataMovementLowerings(LoweringRegistry &registry);
+void populateTensorConstructorsLowerings(LoweringRegistry &registry);
+void populateOptimizerLowerings(LoweringRegistry &registry);
+void populateRandomLowerings(LoweringRegistry &registry);
+void populateConvolutionLowerings(LoweringRegistry &registry);
+void populatePoolingLowerings(LoweringRegistry &registry);
 
 } // namespace terra
 
