@@ -14,7 +14,7 @@ config.test_exec_root = os.path.join(config.terra_obj_root, "test", "lit")
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 llvm_config.use_default_substitutions()
-llvm_config.with_environment("PATH", config.terra_tools_dir, append_path=False)
+llvm_config.with_environment("PATH", config.terra_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(["terra-opt", "terra-translate"],
                                    [config.terra_tools_dir])

@@ -461,20 +461,20 @@ LogicalResult TraceImporter::verifyImported(Operation *op,
 // Entry points
 //===----------------------------------------------------------------------===//
 
-OwningOpRef<ModuleOp> terra::importTraceFile(llvm::SourceMgr &sourceMgr,
+OwningOpRef<ModuleOp> terra::importTraceFile(StringRef json,
+                                             StringRef bufferName,
                                              MLIRContext *context) {
   context->loadDialect<TerraDialect>();
-  JsonDocument doc(sourceMgr, context);
+  JsonDocument doc(json, bufferName, context);
   if (!doc.isValid())
     return nullptr;
   return TraceImporter(doc).importModule();
 }
 
-OwningOpRef<ModuleOp> terra::importTraceFile(StringRef json,
-                                             StringRef bufferName,
+OwningOpRef<ModuleOp> terra::importTraceFile(llvm::SourceMgr &sourceMgr,
                                              MLIRContext *context) {
-  llvm::SourceMgr sourceMgr;
-  sourceMgr.AddNewSourceBuffer(
-      llvm::MemoryBuffer::getMemBufferCopy(json, bufferName), llvm::SMLoc());
-  return importTraceFile(sourceMgr, context);
+  const llvm::MemoryBuffer *buffer =
+      sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
+  return importTraceFile(buffer->getBuffer(), buffer->getBufferIdentifier(),
+                         context);
 }

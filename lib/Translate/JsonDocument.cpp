@@ -5,7 +5,6 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/ConvertUTF.h"
-#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -71,13 +70,10 @@ StringRef terra::json_import::describeKind(const json::Value &value) {
 // Parsing
 //===----------------------------------------------------------------------===//
 
-JsonDocument::JsonDocument(llvm::SourceMgr &sourceMgr, MLIRContext *context)
-    : sourceMgr(sourceMgr), context(context) {
-  const llvm::MemoryBuffer *buffer =
-      sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
-  text = buffer->getBuffer();
-  bufferName = StringAttr::get(context, buffer->getBufferIdentifier());
-
+JsonDocument::JsonDocument(StringRef text, StringRef bufferName,
+                           MLIRContext *context)
+    : context(context), text(text),
+      bufferName(StringAttr::get(context, bufferName)) {
   llvm::Expected<json::Value> value = json::parse(text);
   if (value) {
     parsed.emplace(std::move(*value));
@@ -304,10 +300,16 @@ std::string JsonDocument::describe(const JsonNode &node) const {
 }
 
 Location JsonDocument::getLoc(size_t offset) const {
+  if (lineStarts.empty()) {
+    lineStarts.push_back(0);
+    for (size_t pos = 0; pos < text.size(); ++pos)
+      if (text[pos] == '\n')
+        lineStarts.push_back(pos + 1);
+  }
   offset = std::min(offset, text.size());
-  auto [line, column] = sourceMgr.getLineAndColumn(
-      llvm::SMLoc::getFromPointer(text.data() + offset),
-      sourceMgr.getMainFileID());
+  auto next = llvm::upper_bound(lineStarts, offset);
+  size_t line = next - lineStarts.begin();
+  size_t column = offset - *std::prev(next) + 1;
   return FileLineColLoc::get(bufferName, line, column);
 }
 

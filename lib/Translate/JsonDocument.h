@@ -24,9 +24,9 @@
 #include "llvm/Support/JSON.h"
 
 #include <optional>
+#include <vector>
 
 namespace llvm {
-class SourceMgr;
 class raw_ostream;
 } // namespace llvm
 
@@ -62,9 +62,11 @@ llvm::StringRef describeKind(const llvm::json::Value &value);
 
 class JsonDocument {
 public:
-  /// Parses the main buffer of `sourceMgr`. On a syntax error, reports it at
-  /// its position and leaves the document invalid.
-  JsonDocument(llvm::SourceMgr &sourceMgr, mlir::MLIRContext *context);
+  /// Parses `text`, the contents of file `bufferName`, which must outlive
+  /// the document. On a syntax error, reports it at its position and leaves
+  /// the document invalid.
+  JsonDocument(llvm::StringRef text, llvm::StringRef bufferName,
+               mlir::MLIRContext *context);
 
   bool isValid() const { return parsed.has_value(); }
   /// The root value; only for a valid document.
@@ -103,11 +105,14 @@ private:
   /// `pos`, or npos.
   std::pair<size_t, size_t> findMember(size_t pos, llvm::StringRef key) const;
 
-  llvm::SourceMgr &sourceMgr;
   mlir::MLIRContext *context;
   llvm::StringRef text;
   mlir::StringAttr bufferName;
   std::optional<llvm::json::Value> parsed;
+  /// Offsets at which lines start, built on first use. (SourceMgr finds a
+  /// column by scanning back to the line start, which is quadratic on the
+  /// one-line files json.dump writes.)
+  mutable std::vector<size_t> lineStarts;
 };
 
 } // namespace terra::json_import

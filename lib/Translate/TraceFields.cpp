@@ -4,6 +4,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringSwitch.h"
 
+#include <cmath>
 #include <limits>
 
 using namespace mlir;
@@ -148,8 +149,13 @@ static FailureOr<Attribute> importArg(const JsonDocument &doc,
   case json::Value::Boolean:
     return Attribute(b.getBoolAttr(*value.getAsBoolean()));
   case json::Value::Number:
-    if (!doc.isIntegerLiteral(node))
-      return Attribute(b.getF64FloatAttr(*value.getAsNumber()));
+    if (!doc.isIntegerLiteral(node)) {
+      double number = *value.getAsNumber();
+      if (!std::isfinite(number))
+        return doc.emitError(node) << "number " << doc.describe(node)
+                                   << " is out of the range of f64";
+      return Attribute(b.getF64FloatAttr(number));
+    }
     if (std::optional<int64_t> i = value.getAsInteger())
       return Attribute(b.getI64IntegerAttr(*i));
     return doc.emitError(node)

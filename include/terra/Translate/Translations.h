@@ -3,7 +3,8 @@
 #define TERRA_TRANSLATE_TRANSLATIONS_H
 
 namespace terra {
-/// Registers --import-trace and --terra-to-dot.
+/// Registers --import-trace and --terra-to-dot (with its option
+/// --terra-dot-data-flow); see docs/trace-format.md.
 void registerTerraTranslations();
 } // namespace terra
 
