@@ -50,31 +50,17 @@ bool isMatrixFloat(Value v, int64_t rank) {
   return t.getRank() == rank && isFloat(t.getElementType());
 }
 
-LogicalResult lowerMm(DLOp op, ValueRange o, PatternRewriter &rw) {
-  if (o.size() != 2 || !isMatrixFloat(o[0], 2) || !isMatrixFloat(o[1], 2) ||
-      false)
+/// mm (rank 2, linalg.matmul) and bmm (rank 3, linalg.batch_matmul).
+template <typename NamedOp, int64_t Rank>
+LogicalResult lowerMatmul(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 2 || !isMatrixFloat(o[0], Rank) || !isMatrixFloat(o[1], Rank))
     return failure();
   Location loc = op.getLoc();
-  guardContraction(rw, loc, o[0], 1, o[1], 0);
+  guardContraction(rw, loc, o[0], Rank - 1, o[1], Rank - 2);
   RankedTensorType type = resultType(op);
   Value init = zeroInit(rw, loc, type, o[0], o[1]);
-  Value r = linalg::MatmulOp::create(rw, loc, type, ValueRange{o[0], o[1]},
-                                     ValueRange{init})
-                .getResult(0);
-  rw.replaceOp(op, r);
-  return success();
-}
-
-LogicalResult lowerBmm(DLOp op, ValueRange o, PatternRewriter &rw) {
-  if (o.size() != 2 || !isMatrixFloat(o[0], 3) || !isMatrixFloat(o[1], 3))
-    return failure();
-  Location loc = op.getLoc();
-  guardContraction(rw, loc, o[0], 2, o[1], 1);
-  RankedTensorType type = resultType(op);
-  Value init = zeroInit(rw, loc, type, o[0], o[1]);
-  Value r = linalg::BatchMatmulOp::create(rw, loc, type,
-                                          ValueRange{o[0], o[1]},
-                                          ValueRange{init})
+  Value r = NamedOp::create(rw, loc, type, ValueRange{o[0], o[1]},
+                            ValueRange{init})
                 .getResult(0);
   rw.replaceOp(op, r);
   return success();
@@ -112,7 +98,7 @@ LogicalResult lowerAddmm(DLOp op, ValueRange o, PatternRewriter &rw) {
 } // namespace
 
 void terra::populateLinearLowerings(LoweringRegistry &r) {
-  r.add("aten.mm", lowerMm);
-  r.add("aten.bmm", lowerBmm);
+  r.add("aten.mm", lowerMatmul<linalg::MatmulOp, 2>);
+  r.add("aten.bmm", lowerMatmul<linalg::BatchMatmulOp, 3>);
   r.add("aten.addmm", lowerAddmm);
 }
