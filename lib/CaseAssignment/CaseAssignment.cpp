@@ -326,7 +326,7 @@ LogicalResult Emitter::emitSwitch(NodeId level, NodeId div, NodeId join,
     // The host only reports indices of real successors; the default case
     // is never taken.
     OpBuilder::InsertionGuard guard(b);
-    Block *dflt = b.createBlock(&sw.getDefaultRegion());
+    b.createBlock(&sw.getDefaultRegion());
     SmallVector<Value> yields;
     for (VarId v : results)
       yields.push_back(UndefOp::create(b, loc, vars[v].type));

@@ -27,6 +27,11 @@ bool Cursor::step(TGKind kind, KeyId key, llvm::ArrayRef<Handle> inputs,
   if (stack.empty())
     return false;
   Frame &frame = stack.back();
+  // Fix (test/unit TraceGraph.CursorRejectsEventsBeforeTheFirstLoopIter):
+  // between loop_begin and the first loop_iter a frame has no position
+  // (latest == kNoNode); reading graph.nodes[kNoNode] was out of bounds.
+  if (frame.latest == kNoNode)
+    return false;
   const Node &cur = graph.nodes[frame.latest];
   for (size_t k = 0, e = cur.succ.size(); k != e; ++k) {
     NodeId c = cur.succ[k];
