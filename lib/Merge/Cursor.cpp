@@ -98,33 +98,39 @@ bool Cursor::moveToEnd(Frame &frame, NodeId endNode) {
   return false;
 }
 
-bool Cursor::loopIter() {
+const Node *Cursor::closeIteration() {
   if (stack.size() < 2)
-    return false;
+    return nullptr;
   Frame &frame = stack.back();
   const Node &loop = graph.nodes[frame.loop];
   if (frame.trips > 0 && !moveToEnd(frame, loop.bodyEnd))
+    return nullptr;
+  return &loop;
+}
+
+bool Cursor::loopIter() {
+  const Node *loop = closeIteration();
+  if (!loop)
     return false;
+  Frame &frame = stack.back();
   ++frame.trips;
-  if (loop.isUnrolled()) {
-    if (frame.trips > loop.trips[0])
+  if (loop->isUnrolled()) {
+    if (frame.trips > loop->trips[0])
       return false;
   } else {
     pending.push_back(Signal{Signal::Loop, frame.loop, 1});
   }
-  frame.latest = loop.bodyStart;
+  frame.latest = loop->bodyStart;
   return true;
 }
 
 bool Cursor::loopEnd() {
-  if (stack.size() < 2)
+  const Node *loop = closeIteration();
+  if (!loop)
     return false;
   Frame &frame = stack.back();
-  const Node &loop = graph.nodes[frame.loop];
-  if (frame.trips > 0 && !moveToEnd(frame, loop.bodyEnd))
-    return false;
-  if (loop.isUnrolled()) {
-    if (frame.trips != loop.trips[0])
+  if (loop->isUnrolled()) {
+    if (frame.trips != loop->trips[0])
       return false;
   } else {
     pending.push_back(Signal{Signal::Loop, frame.loop, 0});

@@ -237,6 +237,9 @@ private:
   bool step(TGKind kind, KeyId key, llvm::ArrayRef<Handle> inputs,
             NodeId &node);
   bool moveToEnd(Frame &frame, NodeId endNode);
+  /// Ends the open iteration of the innermost loop, if any; returns the
+  /// loop node, or null when the path cannot end the iteration here.
+  const Node *closeIteration();
 
   const TraceGraph &graph;
   llvm::SmallVector<Frame, 4> stack;
