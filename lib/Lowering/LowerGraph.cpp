@@ -9,6 +9,7 @@
 #include "terra/Dialect/TerraOps.h"
 #include "terra/Passes.h"
 
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/IR/SymbolTable.h"
 
 namespace terra {
@@ -103,6 +104,8 @@ public:
   SmallVector<Attribute> hostOps;
   /// State names, indexed by the id passed to terra_rt_state_*.
   SmallVector<Attribute> stateNames;
+  /// Messages of runtime guards, indexed by the id passed to terra_rt_check.
+  SmallVector<Attribute> assertMessages;
 };
 
 LogicalResult GraphLowering::run(GraphOp graph) {
@@ -121,8 +124,8 @@ LogicalResult GraphLowering::run(GraphOp graph) {
 
   SmallVector<Operation *> work;
   func.walk([&](Operation *op) {
-    if (isa<FeedOp, FetchOp, CaseSelectOp, LoopCondOp, StateOp, UndefOp, DLOp>(
-            op))
+    if (isa<FeedOp, FetchOp, CaseSelectOp, LoopCondOp, StateOp, UndefOp, DLOp,
+            cf::AssertOp>(op))
       work.push_back(op);
   });
   for (Operation *op : work) {
@@ -167,6 +170,15 @@ LogicalResult GraphLowering::run(GraphOp graph) {
         dyn.push_back(arith::ConstantIndexOp::create(b, loc, 0));
       undef.replaceAllUsesWith(
           tensor::EmptyOp::create(b, loc, type, dyn).getResult());
+    } else if (auto check = dyn_cast<cf::AssertOp>(op)) {
+      // A failed runtime guard ends the run with its message instead of
+      // aborting the process.
+      func::FuncOp f = declare("terra_rt_check",
+                               {b.getI1Type(), b.getI64Type()}, {}, false);
+      int64_t id = assertMessages.size();
+      assertMessages.push_back(check.getMsgAttr());
+      func::CallOp::create(b, loc, f,
+                           ValueRange{check.getArg(), i64(b, loc, id)});
     } else if (auto dl = dyn_cast<DLOp>(op)) {
       // A host callback: stage the inputs, run the op on the host, and
       // receive each result.
@@ -204,6 +216,7 @@ struct LowerGraphPass
     // Recorded even when empty, so the runtime can tell a lowered module.
     module->setAttr("terra.host_ops", b.getArrayAttr(lowering.hostOps));
     module->setAttr("terra.states", b.getArrayAttr(lowering.stateNames));
+    module->setAttr("terra.asserts", b.getArrayAttr(lowering.assertMessages));
   }
 };
 } // namespace

@@ -323,6 +323,28 @@ module {
       << done->error;
 }
 
+TEST_F(GraphTest, FailedRuntimeGuardEndsTheRunWithItsMessage) {
+  const char *text = R"mlir(
+module {
+  terra.graph @g {
+    %a = terra.feed 1 : tensor<2x?xf32>
+    %b = terra.feed 2 : tensor<?x3xf32>
+    %r = terra.op "aten.mm"(%a, %b) : (tensor<2x?xf32>, tensor<?x3xf32>) -> tensor<2x3xf32>
+    terra.fetch 0 %r : tensor<2x3xf32>
+  }
+})mlir";
+  auto g = compile(text);
+  GraphRunner runner(*g);
+  auto run = std::make_shared<RunState>();
+  run->channels.sendFeed(1, Tensor::empty(DType::F32, {2, 4}));
+  run->channels.sendFeed(2, Tensor::empty(DType::F32, {5, 3}));
+  runner.start(run);
+  auto done = runner.wait();
+  EXPECT_EQ(done->status, RunState::Status::Error);
+  EXPECT_EQ(done->error, "mismatched contraction dimensions");
+  EXPECT_TRUE(done->buffers.empty());
+}
+
 TEST_F(GraphTest, StressManyIterationsOnSeveralRunners) {
   auto g = compile(kGraph);
   constexpr int kRunners = 4, kIterations = 200;

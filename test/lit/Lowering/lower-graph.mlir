@@ -3,7 +3,7 @@
 // host callback listed in terra.host_ops.
 // RUN: terra-opt %s -terra-convert-to-linalg -terra-lower-graph | FileCheck %s
 
-// CHECK-LABEL: module attributes {terra.host_ops = [{args = {k = 3 : i64}, name = "aten.unknown_op"}], terra.states = ["fc.weight"]}
+// CHECK-LABEL: module attributes {terra.asserts = [], terra.host_ops = [{args = {k = 3 : i64}, name = "aten.unknown_op"}], terra.states = ["fc.weight"]}
 // CHECK-DAG:   func.func private @terra_rt_feed_f32(i64, i64) -> memref<*xf32> attributes {llvm.emit_c_interface}
 // CHECK-DAG:   func.func private @terra_rt_fetch_f32(i64, memref<*xf32>) attributes {llvm.emit_c_interface}
 // CHECK-DAG:   func.func private @terra_rt_case(i64, i64) -> index
