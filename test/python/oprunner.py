@@ -9,6 +9,7 @@ fetched arrays.
 from __future__ import annotations
 
 import os
+import struct
 import subprocess
 import tempfile
 from pathlib import Path
@@ -36,6 +37,18 @@ def mlir_type(t: torch.Tensor, dynamic: Sequence[int] = ()) -> str:
     return "tensor<" + "".join(d + "x" for d in dims) + _MLIR_DTYPES[t.dtype] + ">"
 
 
+def float_literal(value: float) -> str:
+    """An MLIR float literal: exact, with the '.' MLIR requires before an
+    exponent, and non-finite values as their f64 bit pattern."""
+    if value != value or value in (float("inf"), float("-inf")):
+        return "0x" + struct.pack(">d", value).hex().upper()
+    text = repr(value)
+    mantissa, _, exponent = text.partition("e")
+    if "." not in mantissa:
+        mantissa += ".0"
+    return mantissa + ("e" + exponent if exponent else "")
+
+
 def mlir_attr(value: Any) -> str:
     """A Python value as an MLIR attribute in the args dictionary."""
     if isinstance(value, bool):
@@ -43,7 +56,7 @@ def mlir_attr(value: Any) -> str:
     if isinstance(value, int):
         return f"{value} : i64"
     if isinstance(value, float):
-        return f"{value!r} : f64".replace("inf", "0x7FF0000000000000")
+        return f"{float_literal(value)} : f64"
     if isinstance(value, str):
         return '"' + value + '"'
     if value is None:
@@ -126,3 +139,97 @@ def check_op(name: str, inputs: Sequence[torch.Tensor], args: dict[str, Any] | N
     for e, g in zip(expected, got):
         np.testing.assert_allclose(g, e.detach().numpy(), rtol=rtol, atol=atol,
                                    err_msg=f"{name} args={args}")
+
+
+def check_expected(name: str, inputs: Sequence[torch.Tensor], args: dict[str, Any] | None,
+                   expected: Any, *, rtol: float = 1e-5, atol: float = 1e-5,
+                   dynamic: Sequence[int] = ()) -> list[np.ndarray]:
+    """Like check_op, with the eager result given: for ops whose aten call does not
+    take (*inputs, **args) (list operands, tensors after ints, in-place updates,
+    dtype kwargs). Integer and bool results must match exactly."""
+    expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+    got = run_op(name, inputs, args or {}, expected, dynamic)
+    for e, g in zip(expected, got):
+        e = e.detach().numpy()
+        assert g.shape == e.shape, f"{name} args={args}: shape {g.shape} != {e.shape}"
+        if e.dtype.kind in "biu":
+            np.testing.assert_array_equal(g, e, err_msg=f"{name} args={args}")
+        else:
+            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, err_msg=f"{name} args={args}")
+    return got
+
+
+class _MlirFloat(float):
+    """A float whose repr is an MLIR float literal: MLIR needs a '.' in
+    exponent forms, so 1e-05 is written 1.0e-05."""
+
+    def __repr__(self) -> str:
+        r = float.__repr__(self)
+        if "e" in r and "." not in r:
+            r = r.replace("e", ".0e")
+        return r
+
+
+def bind_schema(name: str, *args: Any, **kwargs: Any):
+    """Binds Python arguments to the aten schema of `name` the way a trace
+    records them: tensors become operands in schema order, a None `Tensor?`
+    is no operand and is recorded as `name = unit` in the args, other values
+    are args under their schema names (a torch.dtype as its string).
+    Returns (operands, operand_names, args, call) where call(tensors) runs
+    the eager op with the given tensors in the operands' places."""
+    schema = aten(name)._schema
+    params = list(schema.arguments)
+    bound: dict[str, Any] = {p.name: v for p, v in zip(params, args)}
+    bound.update(kwargs)
+    operands: list[torch.Tensor] = []
+    names: list[str] = []
+    op_args: dict[str, Any] = {}
+    for p in params:
+        if p.name not in bound:
+            continue
+        v = bound[p.name]
+        if isinstance(v, torch.Tensor):
+            operands.append(v)
+            names.append(p.name)
+        else:
+            op_args[p.name] = (str(v) if isinstance(v, torch.dtype)
+                               else _MlirFloat(v) if type(v) is float else v)
+
+    def call(tensors: Sequence[torch.Tensor]):
+        it = iter(tensors)
+        values = {k: (next(it) if isinstance(v, torch.Tensor) else v) for k, v in
+                  ((p.name, bound[p.name]) for p in params if p.name in bound)}
+        positional, kw = [], {}
+        last = max((i for i, p in enumerate(params) if p.name in values and not p.kwarg_only),
+                   default=-1)
+        for i, p in enumerate(params):
+            if p.kwarg_only:
+                if p.name in values:
+                    kw[p.name] = values[p.name]
+            elif i <= last:
+                positional.append(values[p.name] if p.name in values else p.default_value)
+        return aten(name)(*positional, **kw)
+
+    return operands, names, op_args, call
+
+
+def check_schema_op(name: str, *args: Any, rtol: float = 1e-5, atol: float = 1e-5,
+                    dynamic: Sequence[int] = (), extra_results: Sequence[str] = (),
+                    **kwargs: Any) -> list[np.ndarray]:
+    """check_op for ops whose tensor and non-tensor parameters interleave or
+    whose optional tensors may be None (see bind_schema). Eager results that
+    are None (masked gradients) are not results of the graph op. Each name
+    in `extra_results` is a tensor parameter that the eager op updates in
+    place; its updated value is expected as one more result (the
+    functional form). Returns the compiled results."""
+    operands, names, op_args, call = bind_schema(name, *args, **kwargs)
+    eager_in = [t.clone() for t in operands]
+    expected = call(eager_in)
+    expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+    expected = [e for e in expected if e is not None]
+    expected += [eager_in[names.index(n)] for n in extra_results]
+    got = run_op(name, operands, op_args, expected, dynamic)
+    for i, (e, g) in enumerate(zip(expected, got)):
+        np.testing.assert_allclose(g, e.detach().numpy(), rtol=rtol, atol=atol,
+                                   err_msg=f"{name} result {i} args={op_args}")
+    return got

@@ -1,8 +1,550 @@
-//===- Convolution.cpp - Convolution op lowerings ----------------------------------------===//
+//===- Convolution.cpp - Convolution and its backward ---------------------===//
+//
+// Optional tensor operands (the convention for every family): an optional
+// tensor that is absent (None in the trace) is not an operand, so the op has
+// fewer operands; the None stays in `args` under its schema name as a unit
+// attribute (`bias = unit`). Trailing optionals are told apart by the operand
+// count; where that is ambiguous, a lowering reads `args` to see which are
+// absent. aten.convolution has 3 operands with a bias and 2 without.
+//
+// aten.convolution (non-transposed; 2-D NCHW, or 1-D NCL run as 2-D with a
+// unit height; any stride, padding, dilation and groups): tensor.pad, then
+// linalg.conv_2d_nchw_fchw (groups == 1) or linalg.conv_2d_ngchw_gfchw on
+// group-split views (groups > 1), accumulating into an init that holds the
+// broadcast bias (or zeros).
+//
+// aten.convolution_backward -> (grad_input, grad_weight, grad_bias), each a
+// linalg.generic over group-split views:
+//   grad_input:  grad_output spread out with stride - 1 zeros between its
+//                elements (tensor.insert_slice with strides), correlated
+//                with the spatially flipped weight, channels swapped;
+//   grad_weight: the padded input correlated with grad_output;
+//   grad_bias:   grad_output summed over batch and space.
+// When the op has three results, those output_mask does not request are
+// zeros (the result count is stable); an op with fewer results holds the
+// requested ones in order.
+//
+// Both need static spatial sizes (input, weight, output) and f32/f64;
+// batch and channel sizes may be dynamic and get runtime guards. Transposed
+// convolutions stay host ops.
+//
+//===----------------------------------------------------------------------===//
 #include "Utils.h"
 
 using namespace mlir;
 using namespace terra;
 using namespace terra::lowering;
 
-void terra::populateConvolutionLowerings(LoweringRegistry &r) {}
+namespace {
+
+bool isDyn(int64_t d) { return ShapedType::isDynamic(d); }
+bool compatible(int64_t a, int64_t b) { return isDyn(a) || isDyn(b) || a == b; }
+
+/// The args of a convolution, normalized to two spatial dims (a 1-D
+/// convolution is a 2-D one of unit height).
+struct ConvParams {
+  SmallVector<int64_t> stride, padding, dilation;
+  int64_t groups = 1;
+};
+
+std::optional<ConvParams> getConvParams(DLOp op, unsigned spatialRank) {
+  if (getBoolArg(op, "transposed").value_or(false))
+    return std::nullopt;
+  auto stride = getSpatialArg(op, "stride", spatialRank,
+                              SmallVector<int64_t>(spatialRank, 1));
+  auto padding = getSpatialArg(op, "padding", spatialRank,
+                               SmallVector<int64_t>(spatialRank, 0));
+  auto dilation = getSpatialArg(op, "dilation", spatialRank,
+                                SmallVector<int64_t>(spatialRank, 1));
+  int64_t groups = getIntArg(op, "groups").value_or(1);
+  if (!stride || !padding || !dilation || groups < 1)
+    return std::nullopt;
+  ConvParams p;
+  p.groups = groups;
+  if (spatialRank == 1) {
+    p.stride.push_back(1);
+    p.padding.push_back(0);
+    p.dilation.push_back(1);
+  }
+  p.stride.append(*stride);
+  p.padding.append(*padding);
+  p.dilation.append(*dilation);
+  for (int d = 0; d < 2; ++d)
+    if (p.stride[d] < 1 || p.padding[d] < 0 || p.dilation[d] < 1)
+      return std::nullopt;
+  return p;
+}
+
+/// The static spatial sizes of a convolution problem.
+struct ConvGeom {
+  int64_t H, W, KH, KW, OH, OW;
+};
+
+/// A rank-3 (N, C, L) type as rank 4 (N, C, 1, L).
+RankedTensorType as4d(RankedTensorType t) {
+  if (t.getRank() == 4)
+    return t;
+  SmallVector<int64_t> shape(t.getShape());
+  shape.insert(shape.begin() + 2, 1);
+  return RankedTensorType::get(shape, t.getElementType());
+}
+
+/// Static sizes and channel consistency of input `x` and weight `w` (both
+/// rank 4); nullopt when a spatial size is dynamic or the sizes cannot form
+/// a convolution.
+std::optional<ConvGeom> getGeometry(RankedTensorType x, RankedTensorType w,
+                                    const ConvParams &p) {
+  for (int d = 2; d < 4; ++d)
+    if (x.isDynamicDim(d) || w.isDynamicDim(d))
+      return std::nullopt;
+  ConvGeom g{
+      x.getDimSize(2), x.getDimSize(3), w.getDimSize(2), w.getDimSize(3), 0, 0};
+  int64_t nh = g.H + 2 * p.padding[0] - p.dilation[0] * (g.KH - 1) - 1;
+  int64_t nw = g.W + 2 * p.padding[1] - p.dilation[1] * (g.KW - 1) - 1;
+  if (nh < 0 || nw < 0 || g.KH < 1 || g.KW < 1)
+    return std::nullopt;
+  g.OH = nh / p.stride[0] + 1;
+  g.OW = nw / p.stride[1] + 1;
+  int64_t G = p.groups, C = x.getDimSize(1), F = w.getDimSize(0),
+          Cg = w.getDimSize(1);
+  if ((!isDyn(C) && C % G) || (!isDyn(F) && F % G) ||
+      (!isDyn(C) && !isDyn(Cg) && C != Cg * G))
+    return std::nullopt;
+  return g;
+}
+
+bool isConvFloat(Type t) { return t.isF32() || t.isF64(); }
+
+Value indexConst(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+/// Guards channel consistency that the static types leave open.
+void guardChannels(OpBuilder &b, Location loc, Value x, Value w, int64_t G) {
+  auto xt = cast<RankedTensorType>(x.getType());
+  auto wt = cast<RankedTensorType>(w.getType());
+  if (xt.isDynamicDim(1) || wt.isDynamicDim(1)) {
+    Value c = tensor::DimOp::create(b, loc, x, 1);
+    Value cg = tensor::DimOp::create(b, loc, w, 1);
+    Value cgG = arith::MulIOp::create(b, loc, cg, indexConst(b, loc, G));
+    guardEqual(b, loc, OpFoldResult(c), OpFoldResult(cgG),
+               "input channels must equal weight channels times groups");
+  }
+  if (wt.isDynamicDim(0) && G > 1) {
+    Value f = tensor::DimOp::create(b, loc, w, 0);
+    Value rem = arith::RemUIOp::create(b, loc, f, indexConst(b, loc, G));
+    guardEqual(b, loc, OpFoldResult(rem), b.getIndexAttr(0),
+               "output channels must be divisible by groups");
+  }
+}
+
+/// `v` with dim `dim` split into (outer, size / outer).
+Value splitDim(OpBuilder &b, Location loc, Value v, int64_t dim,
+               int64_t outer) {
+  auto t = cast<RankedTensorType>(v.getType());
+  SmallVector<OpFoldResult> sizes = getSizes(b, loc, v);
+  SmallVector<int64_t> shape;
+  SmallVector<OpFoldResult> outShape;
+  SmallVector<ReassociationIndices> groups;
+  for (int64_t d = 0; d < t.getRank(); ++d) {
+    int64_t at = shape.size();
+    if (d != dim) {
+      groups.push_back({at});
+      shape.push_back(t.getDimSize(d));
+      outShape.push_back(sizes[d]);
+      continue;
+    }
+    groups.push_back({at, at + 1});
+    shape.push_back(outer);
+    outShape.push_back(b.getIndexAttr(outer));
+    if (t.isDynamicDim(d)) {
+      shape.push_back(ShapedType::kDynamic);
+      outShape.push_back(arith::DivUIOp::create(b, loc, cast<Value>(sizes[d]),
+                                                indexConst(b, loc, outer))
+                             .getResult());
+    } else {
+      shape.push_back(t.getDimSize(d) / outer);
+      outShape.push_back(b.getIndexAttr(t.getDimSize(d) / outer));
+    }
+  }
+  return tensor::ExpandShapeOp::create(
+      b, loc, RankedTensorType::get(shape, t.getElementType()), v, groups,
+      outShape);
+}
+
+/// `v` with dims `dim` and `dim + 1` merged.
+Value mergeDims(OpBuilder &b, Location loc, Value v, int64_t dim) {
+  int64_t rank = cast<RankedTensorType>(v.getType()).getRank();
+  SmallVector<ReassociationIndices> groups;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == dim + 1)
+      continue;
+    if (d == dim)
+      groups.push_back({d, d + 1});
+    else
+      groups.push_back({d});
+  }
+  return tensor::CollapseShapeOp::create(b, loc, v, groups);
+}
+
+Value zeroFilled(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes,
+                 Type et) {
+  Value init = tensor::EmptyOp::create(b, loc, sizes, et);
+  return linalg::FillOp::create(b, loc, scalarConstant(b, loc, et, 0.0), init)
+      .getResult(0);
+}
+
+Value mulAdd(OpBuilder &b, Location loc, Value acc, Value x, Value y) {
+  return arith::AddFOp::create(b, loc, acc,
+                               arith::MulFOp::create(b, loc, x, y));
+}
+
+/// A linalg.generic accumulating ins[0] * ins[1] (or ins[0]) into `init`.
+Value buildReduction(OpBuilder &b, Location loc, Value init, ValueRange ins,
+                     ArrayRef<AffineMap> maps,
+                     ArrayRef<utils::IteratorType> iters) {
+  return linalg::GenericOp::create(
+             b, loc, init.getType(), ins, init, maps, iters,
+             [&](OpBuilder &nb, Location nl, ValueRange a) {
+               Value r = ins.size() == 2
+                             ? mulAdd(nb, nl, a[2], a[0], a[1])
+                             : Value(arith::AddFOp::create(nb, nl, a[1], a[0]));
+               linalg::YieldOp::create(nb, nl, r);
+             })
+      .getResult(0);
+}
+
+//===----------------------------------------------------------------------===//
+// aten.convolution
+//===----------------------------------------------------------------------===//
+
+LogicalResult lowerConvolution(DLOp op, ValueRange o, PatternRewriter &rw) {
+  // 1. Static properties.
+  if ((o.size() != 2 && o.size() != 3) || op.getNumResults() != 1)
+    return rw.notifyMatchFailure(op, "expects input, weight, optional bias");
+  if (DictionaryAttr args = op.getArgsAttr())
+    if (o.size() == 3 && isa_and_nonnull<UnitAttr>(args.get("bias")))
+      return rw.notifyMatchFailure(op, "bias operand given but args say None");
+  auto xT = cast<RankedTensorType>(o[0].getType());
+  auto wT = cast<RankedTensorType>(o[1].getType());
+  RankedTensorType resT = resultType(op);
+  int64_t rank = xT.getRank();
+  Type et = xT.getElementType();
+  if ((rank != 3 && rank != 4) || wT.getRank() != rank ||
+      resT.getRank() != rank || !isConvFloat(et) || wT.getElementType() != et ||
+      resT.getElementType() != et)
+    return rw.notifyMatchFailure(op, "expects 1-D/2-D f32/f64 convolution");
+  std::optional<ConvParams> p = getConvParams(op, rank - 2);
+  if (!p)
+    return rw.notifyMatchFailure(op, "unsupported args (e.g. transposed)");
+  RankedTensorType x4 = as4d(xT), w4 = as4d(wT), r4 = as4d(resT);
+  std::optional<ConvGeom> g = getGeometry(x4, w4, *p);
+  if (!g)
+    return rw.notifyMatchFailure(op, "dynamic spatial or mismatched sizes");
+  if (!compatible(r4.getDimSize(0), x4.getDimSize(0)) ||
+      !compatible(r4.getDimSize(1), w4.getDimSize(0)) ||
+      !compatible(r4.getDimSize(2), g->OH) ||
+      !compatible(r4.getDimSize(3), g->OW))
+    return rw.notifyMatchFailure(op, "result type does not match");
+  Value bias = o.size() == 3 ? o[2] : Value();
+  if (bias) {
+    auto bT = cast<RankedTensorType>(bias.getType());
+    if (bT.getRank() != 1 || bT.getElementType() != et ||
+        !compatible(bT.getDimSize(0), w4.getDimSize(0)))
+      return rw.notifyMatchFailure(op, "bias must be 1-D with F elements");
+  }
+
+  // 2. Runtime guards.
+  Location loc = op.getLoc();
+  Value x = o[0], w = o[1];
+  if (rank == 3) {
+    x = insertUnitDim(rw, loc, x, 2);
+    w = insertUnitDim(rw, loc, w, 2);
+  }
+  int64_t G = p->groups;
+  guardChannels(rw, loc, x, w, G);
+  if (bias)
+    guardEqual(rw, loc, getSizes(rw, loc, w)[0], getSizes(rw, loc, bias)[0],
+               "bias size must equal output channels");
+
+  // 3. Init: the broadcast bias, or zeros.
+  SmallVector<OpFoldResult> sizes = {
+      getSizes(rw, loc, x)[0], getSizes(rw, loc, w)[0], rw.getIndexAttr(g->OH),
+      rw.getIndexAttr(g->OW)};
+  Value init;
+  if (bias) {
+    Value empty = tensor::EmptyOp::create(rw, loc, sizes, et);
+    init = linalg::BroadcastOp::create(rw, loc, bias, empty,
+                                       ArrayRef<int64_t>{0, 2, 3})
+               ->getResult(0);
+  } else {
+    init = zeroFilled(rw, loc, sizes, et);
+  }
+
+  // 4. The named convolution on the padded input.
+  Value zero = scalarConstant(rw, loc, et, 0.0);
+  Value xp = padTrailing(rw, loc, x, p->padding, p->padding, zero);
+  auto strides = rw.getI64TensorAttr(p->stride);
+  auto dilations = rw.getI64TensorAttr(p->dilation);
+  Value r;
+  if (G == 1) {
+    r = linalg::Conv2DNchwFchwOp::create(rw, loc, init.getType(),
+                                         ValueRange{xp, w}, ValueRange{init},
+                                         strides, dilations)
+            .getResult(0);
+  } else {
+    Value xg = splitDim(rw, loc, xp, 1, G);
+    Value wg = splitDim(rw, loc, w, 0, G);
+    Value ig = splitDim(rw, loc, init, 1, G);
+    r = linalg::Conv2DNgchwGfchwOp::create(rw, loc, ig.getType(),
+                                           ValueRange{xg, wg}, ValueRange{ig},
+                                           strides, dilations)
+            .getResult(0);
+    r = mergeDims(rw, loc, r, 1);
+  }
+  if (rank == 3)
+    r = dropUnitDim(rw, loc, r, 2);
+  rw.replaceOp(op, castWithGuards(rw, loc, r, resT));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// aten.convolution_backward
+//===----------------------------------------------------------------------===//
+
+std::optional<SmallVector<bool, 3>> getOutputMask(DLOp op) {
+  DictionaryAttr args = op.getArgsAttr();
+  Attribute a = args ? args.get("output_mask") : Attribute();
+  if (!a)
+    return SmallVector<bool, 3>{true, true, true};
+  auto arr = dyn_cast<ArrayAttr>(a);
+  if (!arr || arr.size() != 3)
+    return std::nullopt;
+  SmallVector<bool, 3> mask;
+  for (Attribute e : arr) {
+    if (auto bl = dyn_cast<BoolAttr>(e))
+      mask.push_back(bl.getValue());
+    else if (auto i = dyn_cast<IntegerAttr>(e))
+      mask.push_back(i.getValue() != 0);
+    else
+      return std::nullopt;
+  }
+  return mask;
+}
+
+/// grad_input (N, C, H, W) of a 2-D convolution. Writing q for the part of
+/// the padding that the kernel extent absorbs (min(pad, (K-1)*dil)),
+/// grad_output goes into a zero tensor Z at offset (K-1)*dil - q every `stride`
+/// elements; then grad_in'[h] = sum_{f,i} Z[h + (K-1-i)*dil] * weight[f, c, i]
+/// is the gradient of the input padded by the remaining pad - q, which is
+/// sliced off at the end.
+Value convGradInput(OpBuilder &b, Location loc, Value go, Value x, Value w,
+                    const ConvParams &p, const ConvGeom &g) {
+  auto goT = cast<RankedTensorType>(go.getType());
+  Type et = goT.getElementType();
+  int64_t G = p.groups;
+  int64_t K[2] = {g.KH, g.KW}, In[2] = {g.H, g.W}, Out[2] = {g.OH, g.OW};
+  SmallVector<int64_t> low, rest, inner, zsize;
+  for (int d = 0; d < 2; ++d) {
+    int64_t ext = (K[d] - 1) * p.dilation[d];
+    int64_t q = std::min(p.padding[d], ext);
+    low.push_back(ext - q);
+    rest.push_back(p.padding[d] - q);
+    inner.push_back(In[d] + 2 * rest.back());
+    zsize.push_back(std::max(inner.back() + ext,
+                             low.back() + (Out[d] - 1) * p.stride[d] + 1));
+  }
+  Value zero = scalarConstant(b, loc, et, 0.0);
+  Value z = spreadTrailing(b, loc, go, zero, zsize, low, p.stride);
+  Value zg = splitDim(b, loc, z, 1, G); // N, G, Fg, Hz, Wz
+  Value wg = splitDim(b, loc, w, 0, G); // G, Fg, Cg, KH, KW
+  SmallVector<OpFoldResult> sizes = {
+      getSizes(b, loc, go)[0], b.getIndexAttr(G), getSizes(b, loc, w)[1],
+      b.getIndexAttr(inner[0]), b.getIndexAttr(inner[1])};
+  Value init = zeroFilled(b, loc, sizes, et);
+  // Loops (n, g, c | f, i, j | h, w): spatial loops innermost, so that the
+  // loops that convert-linalg-to-loops emits carry no dependence through
+  // memory in the innermost loop and stream contiguous rows.
+  MLIRContext *ctx = b.getContext();
+  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+  auto zMap =
+      AffineMap::get(8, 0,
+                     {d(0), d(1), d(3),
+                      d(6) + (K[0] - 1) * p.dilation[0] - d(4) * p.dilation[0],
+                      d(7) + (K[1] - 1) * p.dilation[1] - d(5) * p.dilation[1]},
+                     ctx);
+  auto wMap = AffineMap::get(8, 0, {d(1), d(3), d(2), d(4), d(5)}, ctx);
+  auto oMap = AffineMap::get(8, 0, {d(0), d(1), d(2), d(6), d(7)}, ctx);
+  using It = utils::IteratorType;
+  Value r = buildReduction(b, loc, init, {zg, wg}, {zMap, wMap, oMap},
+                           {It::parallel, It::parallel, It::parallel,
+                            It::reduction, It::reduction, It::reduction,
+                            It::parallel, It::parallel});
+  r = mergeDims(b, loc, r, 1); // N, C, H', W'
+  if (rest[0] == 0 && rest[1] == 0)
+    return r;
+  SmallVector<OpFoldResult> xs = getSizes(b, loc, r);
+  SmallVector<OpFoldResult> offs = {b.getIndexAttr(0), b.getIndexAttr(0),
+                                    b.getIndexAttr(rest[0]),
+                                    b.getIndexAttr(rest[1])};
+  SmallVector<OpFoldResult> szs = {xs[0], xs[1], b.getIndexAttr(g.H),
+                                   b.getIndexAttr(g.W)};
+  SmallVector<OpFoldResult> ones(4, b.getIndexAttr(1));
+  return tensor::ExtractSliceOp::create(b, loc, r, offs, szs, ones);
+}
+
+/// grad_weight (F, Cg, KH, KW): sum_{n,oh,ow} xpad[n, c, oh*s + i*d] *
+/// grad_output[n, f, oh], per group.
+Value convGradWeight(OpBuilder &b, Location loc, Value go, Value x, Value w,
+                     const ConvParams &p, const ConvGeom &g) {
+  Type et = cast<RankedTensorType>(go.getType()).getElementType();
+  int64_t G = p.groups;
+  Value zero = scalarConstant(b, loc, et, 0.0);
+  Value xp = padTrailing(b, loc, x, p.padding, p.padding, zero);
+  Value xg = splitDim(b, loc, xp, 1, G); // N, G, Cg, Hp, Wp
+  Value gg = splitDim(b, loc, go, 1, G); // N, G, Fg, OH, OW
+  SmallVector<OpFoldResult> sizes = {
+      b.getIndexAttr(G), getSizes(b, loc, gg)[2], getSizes(b, loc, w)[1],
+      b.getIndexAttr(g.KH), b.getIndexAttr(g.KW)};
+  Value init = zeroFilled(b, loc, sizes, et);
+  // Loops (g, f, c | n, oh, ow | i, j): the innermost (kernel) loops update
+  // distinct grad_weight elements, so no dependence goes through memory
+  // from one innermost iteration to the next.
+  MLIRContext *ctx = b.getContext();
+  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+  auto xMap = AffineMap::get(8, 0,
+                             {d(3), d(0), d(2),
+                              d(4) * p.stride[0] + d(6) * p.dilation[0],
+                              d(5) * p.stride[1] + d(7) * p.dilation[1]},
+                             ctx);
+  auto gMap = AffineMap::get(8, 0, {d(3), d(0), d(1), d(4), d(5)}, ctx);
+  auto oMap = AffineMap::get(8, 0, {d(0), d(1), d(2), d(6), d(7)}, ctx);
+  using It = utils::IteratorType;
+  SmallVector<It> iters = {It::parallel,  It::parallel,  It::parallel,
+                           It::reduction, It::reduction, It::reduction,
+                           It::parallel,  It::parallel};
+  Value r = buildReduction(b, loc, init, {xg, gg}, {xMap, gMap, oMap}, iters);
+  return mergeDims(b, loc, r, 0);
+}
+
+/// grad_bias (F): grad_output summed over batch and space.
+Value convGradBias(OpBuilder &b, Location loc, Value go) {
+  Type et = cast<RankedTensorType>(go.getType()).getElementType();
+  Value init = zeroFilled(b, loc, {getSizes(b, loc, go)[1]}, et);
+  MLIRContext *ctx = b.getContext();
+  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+  // Loops (f | n, oh, ow).
+  auto gMap = AffineMap::get(4, 0, {d(1), d(0), d(2), d(3)}, ctx);
+  auto oMap = AffineMap::get(4, 0, {d(0)}, ctx);
+  using It = utils::IteratorType;
+  return buildReduction(
+      b, loc, init, {go}, {gMap, oMap},
+      {It::parallel, It::reduction, It::reduction, It::reduction});
+}
+
+LogicalResult lowerConvolutionBackward(DLOp op, ValueRange o,
+                                       PatternRewriter &rw) {
+  // 1. Static properties.
+  if (o.size() != 3)
+    return rw.notifyMatchFailure(op, "expects grad_output, input, weight");
+  auto goT = cast<RankedTensorType>(o[0].getType());
+  auto xT = cast<RankedTensorType>(o[1].getType());
+  auto wT = cast<RankedTensorType>(o[2].getType());
+  int64_t rank = xT.getRank();
+  Type et = xT.getElementType();
+  if ((rank != 3 && rank != 4) || goT.getRank() != rank ||
+      wT.getRank() != rank || !isConvFloat(et) || goT.getElementType() != et ||
+      wT.getElementType() != et)
+    return rw.notifyMatchFailure(op, "expects 1-D/2-D f32/f64 convolution");
+  std::optional<ConvParams> p = getConvParams(op, rank - 2);
+  std::optional<SmallVector<bool, 3>> mask = getOutputMask(op);
+  if (!p || !mask)
+    return rw.notifyMatchFailure(op, "unsupported args (e.g. transposed)");
+  RankedTensorType go4 = as4d(goT), x4 = as4d(xT), w4 = as4d(wT);
+  std::optional<ConvGeom> g = getGeometry(x4, w4, *p);
+  if (!g || !compatible(go4.getDimSize(0), x4.getDimSize(0)) ||
+      !compatible(go4.getDimSize(1), w4.getDimSize(0)) ||
+      !compatible(go4.getDimSize(2), g->OH) ||
+      !compatible(go4.getDimSize(3), g->OW))
+    return rw.notifyMatchFailure(op, "dynamic spatial or mismatched sizes");
+  // slot[k]: the result index of grad k (input, weight, bias), or -1.
+  int slot[3] = {-1, -1, -1};
+  unsigned requested = llvm::count(*mask, true);
+  if (op.getNumResults() == 3) {
+    slot[0] = 0, slot[1] = 1, slot[2] = 2;
+  } else if (op.getNumResults() == requested) {
+    for (int k = 0, next = 0; k < 3; ++k)
+      if ((*mask)[k])
+        slot[k] = next++;
+  } else {
+    return rw.notifyMatchFailure(op, "result count does not match mask");
+  }
+  RankedTensorType like[3] = {xT, wT,
+                              RankedTensorType::get({w4.getDimSize(0)}, et)};
+  for (int k = 0; k < 3; ++k) {
+    if (slot[k] < 0)
+      continue;
+    RankedTensorType t = resultType(op, slot[k]);
+    if (t.getRank() != like[k].getRank() || t.getElementType() != et)
+      return rw.notifyMatchFailure(op, "result types do not match");
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      if (!compatible(t.getDimSize(d), like[k].getDimSize(d)))
+        return rw.notifyMatchFailure(op, "result types do not match");
+  }
+
+  // 2. Runtime guards.
+  Location loc = op.getLoc();
+  Value go = o[0], x = o[1], w = o[2];
+  if (rank == 3) {
+    go = insertUnitDim(rw, loc, go, 2);
+    x = insertUnitDim(rw, loc, x, 2);
+    w = insertUnitDim(rw, loc, w, 2);
+  }
+  guardChannels(rw, loc, x, w, p->groups);
+  guardEqual(rw, loc, getSizes(rw, loc, go)[0], getSizes(rw, loc, x)[0],
+             "grad_output batch must equal input batch");
+  guardEqual(rw, loc, getSizes(rw, loc, go)[1], getSizes(rw, loc, w)[0],
+             "grad_output channels must equal weight output channels");
+  go = castWithGuards(
+      rw, loc, go,
+      RankedTensorType::get(
+          {go4.getDimSize(0), go4.getDimSize(1), g->OH, g->OW}, et));
+
+  // 3./4. Each result: computed when requested, zeros otherwise.
+  SmallVector<Value> results(op.getNumResults());
+  for (int k = 0; k < 3; ++k) {
+    if (slot[k] < 0)
+      continue;
+    RankedTensorType t = resultType(op, slot[k]);
+    Value r;
+    if (!(*mask)[k]) {
+      SmallVector<Value> dyn;
+      for (int64_t d = 0; d < t.getRank(); ++d)
+        if (t.isDynamicDim(d))
+          dyn.push_back(k == 0 ? tensor::DimOp::create(rw, loc, o[1], d)
+                               : tensor::DimOp::create(rw, loc, o[2], d));
+      Value empty = tensor::EmptyOp::create(rw, loc, t, dyn);
+      r = linalg::FillOp::create(rw, loc, scalarConstant(rw, loc, et, 0.0),
+                                 empty)
+              .getResult(0);
+    } else if (k == 0) {
+      r = convGradInput(rw, loc, go, x, w, *p, *g);
+    } else if (k == 1) {
+      r = convGradWeight(rw, loc, go, x, w, *p, *g);
+    } else {
+      r = convGradBias(rw, loc, go);
+    }
+    if (rank == 3 && k < 2 && (*mask)[k])
+      r = dropUnitDim(rw, loc, r, 2);
+    results[slot[k]] = castWithGuards(rw, loc, r, t);
+  }
+  rw.replaceOp(op, results);
+  return success();
+}
+
+} // namespace
+
+void terra::populateConvolutionLowerings(LoweringRegistry &r) {
+  r.add("aten.convolution", lowerConvolution);
+  r.add("aten.convolution_backward", lowerConvolutionBackward);
+}

@@ -1,8 +1,1174 @@
-//===- DataMovement.cpp - DataMovement op lowerings ----------------------------------------===//
+//===- DataMovement.cpp - Views, slicing, concatenation, gathers ----------===//
+//
+// Shape-changing and indexing ops:
+//   * reshapes (view, _unsafe_view, reshape, _reshape_alias, flatten,
+//     unflatten) become tensor.collapse_shape / tensor.expand_shape when a
+//     static reassociation exists, else tensor.reshape with a shape tensor;
+//   * permute / transpose / t become linalg.transpose; expand a broadcasting
+//     linalg.generic; squeeze / unsqueeze a collapse / expand of unit dims;
+//   * slice / select become tensor.extract_slice, and their backward ops a
+//     tensor.insert_slice into zeros; cat / stack chains of insert_slice;
+//   * index_select, gather and embedding are linalg.generic ops that read the
+//     source with tensor.extract at the gathered coordinates (bounds checked
+//     with cf.assert); embedding_dense_backward is a scatter-add, an scf.for
+//     over the indices that adds one gradient row per iteration in place.
+//
+// The result type is the source of truth for shapes: args are used only
+// where types cannot tell (new dims of expand, the fallback reshape).
+//
+//===----------------------------------------------------------------------===//
 #include "Utils.h"
+
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 
 using namespace mlir;
 using namespace terra;
 using namespace terra::lowering;
 
-void terra::populateDataMovementLowerings(LoweringRegistry &r) {}
+namespace {
+
+bool isDyn(int64_t s) { return ShapedType::isDynamic(s); }
+
+/// `d` in [-rank, rank) as a non-negative dim, or nullopt.
+std::optional<int64_t> normDim(int64_t d, int64_t rank) {
+  if (d < 0)
+    d += rank;
+  if (d < 0 || d >= rank)
+    return std::nullopt;
+  return d;
+}
+
+RankedTensorType tensorType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+/// `v` as `type` (same shape up to static information).
+Value castTo(OpBuilder &b, Location loc, Value v, Type type) {
+  if (v.getType() == type)
+    return v;
+  return tensor::CastOp::create(b, loc, type, v);
+}
+
+/// `v` converted elementwise to element type `et` (cat/stack promote).
+Value convertElements(OpBuilder &b, Location loc, Value v, Type et) {
+  RankedTensorType t = tensorType(v);
+  if (t.getElementType() == et)
+    return v;
+  return buildElementwise(b, loc, t.clone(et), {v},
+                          [](OpBuilder &, Location, ValueRange a) {
+                            return a[0];
+                          });
+}
+
+Value indexValue(OpBuilder &b, Location loc, OpFoldResult ofr) {
+  return getValueOrCreateConstantIndexOp(b, loc, ofr);
+}
+
+Value cstIndex(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+/// Asserts at run time that index `i` (of type index) is in [0, size).
+void assertInBounds(OpBuilder &b, Location loc, Value i, Value size,
+                    StringRef msg) {
+  Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, i, size);
+  cf::AssertOp::create(b, loc, ok, msg);
+}
+
+void assertEqual(OpBuilder &b, Location loc, Value a, Value c,
+                 StringRef msg) {
+  Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, a, c);
+  cf::AssertOp::create(b, loc, ok, msg);
+}
+
+/// Loads an integer index element as `index`.
+Value toIndex(OpBuilder &b, Location loc, Value v) {
+  if (v.getType().isIndex())
+    return v;
+  if (v.getType().getIntOrFloatBitWidth() < 64)
+    v = arith::ExtSIOp::create(b, loc, b.getI64Type(), v);
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
+}
+
+bool isIntTensor(Value v) {
+  return isa<IntegerType>(tensorType(v).getElementType());
+}
+
+//===----------------------------------------------------------------------===//
+// Reshapes
+//===----------------------------------------------------------------------===//
+
+ReassociationIndices iota(int64_t begin, int64_t end) {
+  ReassociationIndices r;
+  for (int64_t k = begin; k < end; ++k)
+    r.push_back(k);
+  return r;
+}
+
+/// A reassociation between a source and a result shape of a row-major
+/// reshape: group g of `src` collapses to one dim that expands to group g of
+/// `dst`. Groups of static dims are matched by running products from both
+/// ends; what remains in the middle (holding the dynamic dims) is one group.
+/// Element counts prove this grouping right as long as the middle of `dst`
+/// has at most one dynamic dim (its size is then the collapsed size divided
+/// by the static rest); otherwise there is no static plan.
+struct ReshapePlan {
+  SmallVector<ReassociationIndices> src, dst;
+};
+
+std::optional<ReshapePlan> planReshape(ArrayRef<int64_t> s,
+                                       ArrayRef<int64_t> d) {
+  int64_t ns = s.size(), nd = d.size();
+  SmallVector<ReassociationIndices> ls, ld, rs, rd;
+  int64_t i = 0, j = 0;
+  while (i < ns && j < nd && !isDyn(s[i]) && !isDyn(d[j])) {
+    int64_t ii = i + 1, jj = j + 1, ps = s[i], pd = d[j];
+    bool ok = true;
+    while (ok && ps != pd) {
+      if (ps < pd) {
+        if ((ok = ii < ns && !isDyn(s[ii])))
+          ps *= s[ii++];
+      } else if ((ok = jj < nd && !isDyn(d[jj]))) {
+        pd *= d[jj++];
+      }
+    }
+    if (!ok)
+      break;
+    ls.push_back(iota(i, ii));
+    ld.push_back(iota(j, jj));
+    i = ii;
+    j = jj;
+  }
+  int64_t ie = ns, je = nd;
+  while (ie > i && je > j && !isDyn(s[ie - 1]) && !isDyn(d[je - 1])) {
+    int64_t ii = ie - 1, jj = je - 1, ps = s[ii], pd = d[jj];
+    bool ok = true;
+    while (ok && ps != pd) {
+      if (ps < pd) {
+        if ((ok = ii > i && !isDyn(s[ii - 1])))
+          ps *= s[--ii];
+      } else if ((ok = jj > j && !isDyn(d[jj - 1]))) {
+        pd *= d[--jj];
+      }
+    }
+    if (!ok)
+      break;
+    rs.insert(rs.begin(), iota(ii, ie));
+    rd.insert(rd.begin(), iota(jj, je));
+    ie = ii;
+    je = jj;
+  }
+  ReassociationIndices ms = iota(i, ie), md = iota(j, je);
+  if (!ms.empty() && !md.empty()) {
+    if (llvm::count_if(md, [&](int64_t k) { return isDyn(d[k]); }) > 1)
+      return std::nullopt;
+    ls.push_back(ms);
+    ld.push_back(md);
+  } else if (!ms.empty() || !md.empty()) {
+    // Only unit dims may be left over on one side; they join a neighbour.
+    bool onSrc = !ms.empty();
+    ArrayRef<int64_t> shape = onSrc ? s : d;
+    ReassociationIndices &left = onSrc ? ms : md;
+    for (int64_t k : left)
+      if (shape[k] != 1)
+        return std::nullopt;
+    SmallVector<ReassociationIndices> &l = onSrc ? ls : ld;
+    SmallVector<ReassociationIndices> &r = onSrc ? rs : rd;
+    if (!l.empty())
+      l.back().append(left.begin(), left.end());
+    else if (!r.empty())
+      r.front().insert(r.front().begin(), left.begin(), left.end());
+    // else: the other side is 0-d and the reassociation is empty.
+  }
+  ReshapePlan plan;
+  plan.src = ls;
+  plan.src.append(rs.begin(), rs.end());
+  plan.dst = ld;
+  plan.dst.append(rd.begin(), rd.end());
+  return plan;
+}
+
+/// Emits the reshape of `src` to `dstT` along `plan`.
+Value emitReshape(OpBuilder &b, Location loc, Value src,
+                  RankedTensorType dstT, const ReshapePlan &plan) {
+  RankedTensorType srcT = tensorType(src);
+  ArrayRef<int64_t> d = dstT.getShape();
+  if (plan.src.empty()) { // 0-d <-> all unit dims.
+    if (srcT.getRank() == 0) {
+      SmallVector<OpFoldResult> ones(dstT.getRank(), b.getIndexAttr(1));
+      return tensor::ExpandShapeOp::create(
+          b, loc, dstT, src, ArrayRef<ReassociationIndices>{}, ones);
+    }
+    return tensor::CollapseShapeOp::create(b, loc, dstT, src,
+                                           ArrayRef<ReassociationIndices>{});
+  }
+  Value mid = src;
+  if (int64_t(plan.src.size()) != srcT.getRank())
+    mid = tensor::CollapseShapeOp::create(b, loc, src, plan.src);
+  RankedTensorType midT = tensorType(mid);
+  if (int64_t(plan.dst.size()) == dstT.getRank())
+    return castTo(b, loc, mid, dstT);
+
+  // expand_shape needs a collapsed dim to be dynamic exactly when its group
+  // has a dynamic dim: refine both types to agree, then cast to dstT.
+  SmallVector<int64_t> midShape(midT.getShape()), outShape(d);
+  SmallVector<OpFoldResult> outSizes;
+  for (auto [g, group] : llvm::enumerate(plan.dst)) {
+    int64_t staticProd = 1, nDyn = 0;
+    for (int64_t k : group) {
+      if (isDyn(d[k]))
+        ++nDyn;
+      else
+        staticProd *= d[k];
+    }
+    if (nDyn == 0)
+      midShape[g] = staticProd;
+    else if (!isDyn(midShape[g]))
+      for (int64_t k : group)
+        if (isDyn(d[k]))
+          outShape[k] = midShape[g] / staticProd;
+  }
+  mid = castTo(b, loc, mid, midT.clone(midShape));
+  for (auto [g, group] : llvm::enumerate(plan.dst)) {
+    int64_t staticProd = 1;
+    for (int64_t k : group)
+      if (!isDyn(outShape[k]))
+        staticProd *= outShape[k];
+    for (int64_t k : group) {
+      if (!isDyn(outShape[k])) {
+        outSizes.push_back(b.getIndexAttr(outShape[k]));
+        continue;
+      }
+      Value m = tensor::DimOp::create(b, loc, mid, g);
+      if (staticProd != 1) {
+        Value sp = cstIndex(b, loc, staticProd);
+        Value rem = arith::RemSIOp::create(b, loc, m, sp);
+        assertEqual(b, loc, rem, cstIndex(b, loc, 0),
+                    "reshape: element count mismatch");
+        m = arith::DivSIOp::create(b, loc, m, sp);
+      }
+      outSizes.push_back(m);
+    }
+  }
+  Value r = tensor::ExpandShapeOp::create(b, loc, dstT.clone(outShape), mid,
+                                          plan.dst, outSizes);
+  return castTo(b, loc, r, dstT);
+}
+
+/// Fallback: tensor.reshape with a shape tensor built from the result type,
+/// the `size`/`shape` arg for dynamic dims, and one -1 inferred.
+Value emitShapeTensorReshape(OpBuilder &b, Location loc, DLOp op, Value src,
+                             RankedTensorType dstT) {
+  std::optional<SmallVector<int64_t>> arg = getIntListArg(op, "size");
+  if (!arg)
+    arg = getIntListArg(op, "shape");
+  if (!arg || int64_t(arg->size()) != dstT.getRank())
+    return nullptr;
+  int64_t inferred = -1;
+  SmallVector<Value> dims(dstT.getRank());
+  Value known = cstIndex(b, loc, 1);
+  for (int64_t k = 0; k < dstT.getRank(); ++k) {
+    int64_t v = dstT.isDynamicDim(k) ? (*arg)[k] : dstT.getDimSize(k);
+    if (v < 0) {
+      if (inferred >= 0)
+        return nullptr;
+      inferred = k;
+      continue;
+    }
+    dims[k] = cstIndex(b, loc, v);
+    known = arith::MulIOp::create(b, loc, known, dims[k]);
+  }
+  Value total = cstIndex(b, loc, 1);
+  for (int64_t k = 0; k < tensorType(src).getRank(); ++k)
+    total = arith::MulIOp::create(b, loc, total,
+                                  tensor::DimOp::create(b, loc, src, k));
+  if (inferred >= 0) {
+    dims[inferred] = arith::DivSIOp::create(b, loc, total, known);
+    known = arith::MulIOp::create(b, loc, known, dims[inferred]);
+  }
+  // The sizes taken from args must account for every element.
+  assertEqual(b, loc, known, total, "reshape: element count mismatch");
+  Value shape = tensor::FromElementsOp::create(
+      b, loc, RankedTensorType::get({dstT.getRank()}, b.getIndexType()), dims);
+  return tensor::ReshapeOp::create(b, loc, dstT, src, shape);
+}
+
+LogicalResult lowerReshape(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.empty() || op.getNumResults() != 1)
+    return failure();
+  Location loc = op.getLoc();
+  Value src = o[0];
+  RankedTensorType srcT = tensorType(src), dstT = resultType(op);
+  if (srcT.getElementType() != dstT.getElementType())
+    return failure();
+  if (srcT == dstT) {
+    rw.replaceOp(op, src);
+    return success();
+  }
+  // _reshape_alias is a reshape only for contiguous strides.
+  if (op.getName() == "aten._reshape_alias") {
+    auto size = getIntListArg(op, "size");
+    auto stride = getIntListArg(op, "stride");
+    if (!size || !stride || size->size() != stride->size())
+      return failure();
+    int64_t expect = 1;
+    for (int64_t k = int64_t(size->size()) - 1; k >= 0; --k) {
+      if ((*size)[k] != 1 && (*stride)[k] != expect)
+        return failure();
+      expect *= (*size)[k];
+    }
+  }
+  bool hasZero = llvm::is_contained(srcT.getShape(), 0) ||
+                 llvm::is_contained(dstT.getShape(), 0);
+  if (hasZero) { // No elements to move.
+    if (!dstT.hasStaticShape())
+      return failure();
+    rw.replaceOp(op, tensor::EmptyOp::create(rw, loc, dstT, ValueRange{}));
+    return success();
+  }
+  if (std::optional<ReshapePlan> plan =
+          planReshape(srcT.getShape(), dstT.getShape())) {
+    rw.replaceOp(op, emitReshape(rw, loc, src, dstT, *plan));
+    return success();
+  }
+  Value r = emitShapeTensorReshape(rw, loc, op, src, dstT);
+  if (!r)
+    return failure();
+  rw.replaceOp(op, r);
+  return success();
+}
+
+/// Groups of a shape's dims around its unit dims `unit` (dropped by a
+/// collapse, added by an expand): every other dim is one group, and unit
+/// dims join the next group (trailing ones the last).
+SmallVector<ReassociationIndices> unitDimGroups(ArrayRef<bool> unit) {
+  SmallVector<ReassociationIndices> groups;
+  ReassociationIndices pending;
+  for (auto [k, isUnit] : llvm::enumerate(unit)) {
+    pending.push_back(k);
+    if (!isUnit) {
+      groups.push_back(pending);
+      pending.clear();
+    }
+  }
+  if (!pending.empty() && !groups.empty())
+    groups.back().append(pending.begin(), pending.end());
+  return groups;
+}
+
+/// Removes the dims marked in `drop` (all of size 1) from `src`.
+Value dropUnitDims(OpBuilder &b, Location loc, Value src,
+                   ArrayRef<bool> drop) {
+  RankedTensorType t = tensorType(src);
+  for (int64_t k = 0; k < t.getRank(); ++k)
+    if (drop[k] && t.isDynamicDim(k))
+      assertEqual(b, loc, tensor::DimOp::create(b, loc, src, k),
+                  cstIndex(b, loc, 1), "squeeze: dim is not of size 1");
+  SmallVector<ReassociationIndices> groups = unitDimGroups(drop);
+  if (groups.empty()) // Everything goes: a 0-d result.
+    return tensor::CollapseShapeOp::create(b, loc, t.clone(ArrayRef<int64_t>{}),
+                                           src, groups);
+  // The inferred type is dynamic where a dropped dim was; callers cast.
+  return tensor::CollapseShapeOp::create(b, loc, src, groups);
+}
+
+LogicalResult lowerUnsqueeze(DLOp op, ValueRange o, PatternRewriter &rw) {
+  std::optional<int64_t> dimArg = getIntArg(op, "dim");
+  if (o.size() != 1 || !dimArg)
+    return failure();
+  Location loc = op.getLoc();
+  Value src = o[0];
+  RankedTensorType t = tensorType(src);
+  std::optional<int64_t> dim = normDim(*dimArg, t.getRank() + 1);
+  if (!dim || resultType(op).getRank() != t.getRank() + 1)
+    return failure();
+  SmallVector<int64_t> shape(t.getShape());
+  shape.insert(shape.begin() + *dim, 1);
+  SmallVector<OpFoldResult> sizes = getSizes(rw, loc, src);
+  sizes.insert(sizes.begin() + *dim, rw.getIndexAttr(1));
+  SmallVector<bool> unit(shape.size(), false);
+  unit[*dim] = true;
+  Value r = tensor::ExpandShapeOp::create(rw, loc, t.clone(shape), src,
+                                          unitDimGroups(unit), sizes);
+  rw.replaceOp(op, castTo(rw, loc, r, resultType(op)));
+  return success();
+}
+
+/// squeeze (all unit dims), squeeze.dim and squeeze.dims. The result rank
+/// says which dynamic dims were 1 at trace time; those are asserted.
+LogicalResult lowerSqueeze(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 1)
+    return failure();
+  Location loc = op.getLoc();
+  Value src = o[0];
+  RankedTensorType t = tensorType(src), rt = resultType(op);
+  int64_t rank = t.getRank();
+  SmallVector<bool> candidate(rank, false);
+  if (std::optional<SmallVector<int64_t>> dims = getIntListArg(op, "dim")) {
+    for (int64_t d : *dims) {
+      if (rank == 0 && (d == 0 || d == -1))
+        continue;
+      std::optional<int64_t> nd = normDim(d, rank);
+      if (!nd)
+        return failure();
+      candidate[*nd] = true;
+    }
+  } else {
+    candidate.assign(rank, true);
+  }
+  SmallVector<bool> drop(rank, false);
+  int64_t nStatic = 0, nDyn = 0;
+  for (int64_t k = 0; k < rank; ++k) {
+    if (!candidate[k])
+      continue;
+    if (t.getDimSize(k) == 1) {
+      drop[k] = true;
+      ++nStatic;
+    } else if (t.isDynamicDim(k)) {
+      ++nDyn;
+    }
+  }
+  if (rt.getRank() == rank - nStatic - nDyn) {
+    for (int64_t k = 0; k < rank; ++k)
+      drop[k] = drop[k] || (candidate[k] && t.isDynamicDim(k));
+  } else if (rt.getRank() != rank - nStatic) {
+    return failure();
+  }
+  if (rt.getRank() == rank) {
+    rw.replaceOp(op, castTo(rw, loc, src, rt));
+    return success();
+  }
+  rw.replaceOp(op, castTo(rw, loc, dropUnitDims(rw, loc, src, drop), rt));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Transposes and broadcasts
+//===----------------------------------------------------------------------===//
+
+/// linalg.transpose of `src` by `perm` (result dim i = source dim perm[i]).
+Value emitTranspose(OpBuilder &b, Location loc, Value src,
+                    ArrayRef<int64_t> perm) {
+  RankedTensorType t = tensorType(src);
+  SmallVector<OpFoldResult> in = getSizes(b, loc, src), sizes;
+  for (int64_t p : perm)
+    sizes.push_back(in[p]);
+  Value init = tensor::EmptyOp::create(b, loc, sizes, t.getElementType());
+  return linalg::TransposeOp::create(b, loc, src, init, perm).getResult()[0];
+}
+
+LogicalResult replaceWithTranspose(DLOp op, Value src, ArrayRef<int64_t> perm,
+                                   PatternRewriter &rw) {
+  Location loc = op.getLoc();
+  Value r = llvm::equal(perm, llvm::seq<int64_t>(0, perm.size()))
+                ? src
+                : emitTranspose(rw, loc, src, perm);
+  rw.replaceOp(op, castTo(rw, loc, r, resultType(op)));
+  return success();
+}
+
+LogicalResult lowerPermute(DLOp op, ValueRange o, PatternRewriter &rw) {
+  std::optional<SmallVector<int64_t>> dims = getIntListArg(op, "dims");
+  if (o.size() != 1 || !dims)
+    return failure();
+  int64_t rank = tensorType(o[0]).getRank();
+  if (int64_t(dims->size()) != rank)
+    return failure();
+  SmallVector<int64_t> perm;
+  SmallVector<bool> seen(rank, false);
+  for (int64_t d : *dims) {
+    std::optional<int64_t> nd = normDim(d, rank);
+    if (!nd || seen[*nd])
+      return failure();
+    seen[*nd] = true;
+    perm.push_back(*nd);
+  }
+  return replaceWithTranspose(op, o[0], perm, rw);
+}
+
+LogicalResult lowerTranspose(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 1)
+    return failure();
+  int64_t rank = tensorType(o[0]).getRank();
+  SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  if (rank == 0) // transpose(0-d, 0|-1, 0|-1) is the identity.
+    return replaceWithTranspose(op, o[0], perm, rw);
+  std::optional<int64_t> a = getIntArg(op, "dim0"), c = getIntArg(op, "dim1");
+  if (!a || !c || !normDim(*a, rank) || !normDim(*c, rank))
+    return failure();
+  std::swap(perm[*normDim(*a, rank)], perm[*normDim(*c, rank)]);
+  return replaceWithTranspose(op, o[0], perm, rw);
+}
+
+LogicalResult lowerT(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 1 || tensorType(o[0]).getRank() > 2)
+    return failure();
+  int64_t rank = tensorType(o[0]).getRank();
+  SmallVector<int64_t> perm = rank == 2 ? SmallVector<int64_t>{1, 0}
+                                        : llvm::to_vector(llvm::seq<int64_t>(
+                                              0, rank));
+  return replaceWithTranspose(op, o[0], perm, rw);
+}
+
+/// expand(self, size): trailing-aligned broadcast; -1 keeps a dim. Static
+/// unit dims broadcast; a dynamic source dim is taken to be kept (asserted
+/// against a static result extent).
+LogicalResult lowerExpand(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 1)
+    return failure();
+  Location loc = op.getLoc();
+  MLIRContext *ctx = rw.getContext();
+  Value src = o[0];
+  RankedTensorType t = tensorType(src), rt = resultType(op);
+  int64_t r = rt.getRank(), k = t.getRank();
+  if (k > r)
+    return failure();
+  std::optional<SmallVector<int64_t>> size = getIntListArg(op, "size");
+  if (size && int64_t(size->size()) != r)
+    return failure();
+  SmallVector<AffineExpr> exprs;
+  SmallVector<Value> dyn;
+  for (int64_t d = 0; d < r; ++d) {
+    int64_t id = d - (r - k);
+    int64_t out = rt.getDimSize(d);
+    if (id < 0 || t.getDimSize(id) == 1) {
+      if (id >= 0)
+        exprs.push_back(getAffineConstantExpr(0, ctx));
+      if (isDyn(out)) {
+        int64_t v = size ? (*size)[d] : -1;
+        if (v < 0 && id < 0)
+          return failure();
+        dyn.push_back(cstIndex(rw, loc, v < 0 ? 1 : v));
+      }
+      continue;
+    }
+    exprs.push_back(getAffineDimExpr(d, ctx));
+    if (!t.isDynamicDim(id)) {
+      if (!isDyn(out) && out != t.getDimSize(id))
+        return failure();
+      if (isDyn(out))
+        dyn.push_back(cstIndex(rw, loc, t.getDimSize(id)));
+      continue;
+    }
+    Value in = tensor::DimOp::create(rw, loc, src, id);
+    if (isDyn(out))
+      dyn.push_back(in);
+    else
+      assertEqual(rw, loc, in, cstIndex(rw, loc, out),
+                  "expand: size mismatch in a non-unit dim");
+  }
+  Value init = tensor::EmptyOp::create(rw, loc, rt, dyn);
+  SmallVector<AffineMap> maps = {AffineMap::get(r, 0, exprs, ctx),
+                                 rw.getMultiDimIdentityMap(r)};
+  SmallVector<utils::IteratorType> iters(r, utils::IteratorType::parallel);
+  auto g = linalg::GenericOp::create(
+      rw, loc, rt, src, init, maps, iters,
+      [](OpBuilder &b, Location l, ValueRange a) {
+        linalg::YieldOp::create(b, l, a[0]);
+      });
+  rw.replaceOp(op, g.getResult(0));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Slicing
+//===----------------------------------------------------------------------===//
+
+/// PyTorch's clamping of slice bounds on a dim of size `n`; returns
+/// (start, length). Static when `n` is.
+std::pair<OpFoldResult, OpFoldResult>
+sliceBounds(OpBuilder &b, Location loc, OpFoldResult n, int64_t start,
+            int64_t end, int64_t step) {
+  if (std::optional<int64_t> sn = getConstantIntValue(n)) {
+    int64_t s = start, e = end;
+    if (s < 0)
+      s += *sn;
+    if (e < 0)
+      e += *sn;
+    s = std::clamp<int64_t>(s, 0, *sn);
+    e = std::clamp<int64_t>(e, s, *sn);
+    int64_t len = (e - s + step - 1) / step;
+    // An empty slice starts at 0 (an offset == size fails verification).
+    return {b.getIndexAttr(len == 0 ? 0 : s), b.getIndexAttr(len)};
+  }
+  using P = arith::CmpIPredicate;
+  Value nv = indexValue(b, loc, n), zero = cstIndex(b, loc, 0);
+  auto wrap = [&](int64_t v) -> Value {
+    Value c = cstIndex(b, loc, v);
+    return v < 0 ? Value(arith::AddIOp::create(b, loc, c, nv)) : c;
+  };
+  auto clamp = [&](Value v, Value lo) -> Value {
+    Value lt = arith::CmpIOp::create(b, loc, P::slt, v, lo);
+    v = arith::SelectOp::create(b, loc, lt, lo, v);
+    Value gt = arith::CmpIOp::create(b, loc, P::sgt, v, nv);
+    return arith::SelectOp::create(b, loc, gt, nv, v);
+  };
+  Value s = clamp(wrap(start), zero);
+  Value e = clamp(wrap(end), s);
+  Value len = arith::SubIOp::create(b, loc, e, s);
+  if (step != 1) {
+    len = arith::AddIOp::create(b, loc, len, cstIndex(b, loc, step - 1));
+    len = arith::DivSIOp::create(b, loc, len, cstIndex(b, loc, step));
+  }
+  return {s, len};
+}
+
+LogicalResult lowerSlice(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 1)
+    return failure();
+  Location loc = op.getLoc();
+  Value src = o[0];
+  int64_t rank = tensorType(src).getRank();
+  std::optional<int64_t> dim = normDim(getIntArg(op, "dim").value_or(0), rank);
+  int64_t step = getIntArg(op, "step").value_or(1);
+  if (!dim || step <= 0)
+    return failure();
+  int64_t start = getIntArg(op, "start").value_or(0);
+  int64_t end = getIntArg(op, "end").value_or(INT64_MAX);
+  SmallVector<OpFoldResult> sizes = getSizes(rw, loc, src);
+  SmallVector<OpFoldResult> offsets(rank, rw.getIndexAttr(0));
+  SmallVector<OpFoldResult> strides(rank, rw.getIndexAttr(1));
+  std::tie(offsets[*dim], sizes[*dim]) =
+      sliceBounds(rw, loc, sizes[*dim], start, end, step);
+  strides[*dim] = rw.getIndexAttr(step);
+  Value r = tensor::ExtractSliceOp::create(rw, loc, src, offsets, sizes,
+                                           strides);
+  rw.replaceOp(op, castTo(rw, loc, r, resultType(op)));
+  return success();
+}
+
+/// The (normalized, possibly run-time) position `index` on a dim of size n.
+OpFoldResult wrapIndex(OpBuilder &b, Location loc, OpFoldResult n,
+                       int64_t index) {
+  if (index >= 0)
+    return b.getIndexAttr(index);
+  if (std::optional<int64_t> sn = getConstantIntValue(n))
+    return b.getIndexAttr(index + *sn);
+  return Value(arith::AddIOp::create(b, loc, cstIndex(b, loc, index),
+                                     indexValue(b, loc, n)));
+}
+
+LogicalResult lowerSelect(DLOp op, ValueRange o, PatternRewriter &rw) {
+  std::optional<int64_t> dimArg = getIntArg(op, "dim");
+  std::optional<int64_t> index = getIntArg(op, "index");
+  if (o.size() != 1 || !dimArg || !index)
+    return failure();
+  Location loc = op.getLoc();
+  Value src = o[0];
+  RankedTensorType t = tensorType(src);
+  std::optional<int64_t> dim = normDim(*dimArg, t.getRank());
+  if (!dim)
+    return failure();
+  int64_t n = t.getDimSize(*dim);
+  if (!isDyn(n) && (*index >= n || *index < -n))
+    return failure();
+  SmallVector<OpFoldResult> sizes = getSizes(rw, loc, src);
+  SmallVector<OpFoldResult> offsets(t.getRank(), rw.getIndexAttr(0));
+  SmallVector<OpFoldResult> strides(t.getRank(), rw.getIndexAttr(1));
+  offsets[*dim] = wrapIndex(rw, loc, sizes[*dim], *index);
+  if (isDyn(n))
+    assertInBounds(rw, loc, indexValue(rw, loc, offsets[*dim]),
+                   indexValue(rw, loc, sizes[*dim]),
+                   "select: index out of range");
+  sizes[*dim] = rw.getIndexAttr(1);
+  SmallVector<int64_t> shape(t.getShape());
+  shape.erase(shape.begin() + *dim);
+  Value r = tensor::ExtractSliceOp::create(rw, loc, t.clone(shape), src,
+                                           offsets, sizes, strides);
+  rw.replaceOp(op, castTo(rw, loc, r, resultType(op)));
+  return success();
+}
+
+/// Zeros of the op's result type; dynamic dims from `like`'s dims (the
+/// grad_output of a slice/select backward, without `skipDim`) or the
+/// `input_sizes` arg.
+Value zerosForBackward(OpBuilder &b, Location loc, DLOp op, Value like,
+                       int64_t dim, bool likeHasDim) {
+  RankedTensorType rt = resultType(op);
+  std::optional<SmallVector<int64_t>> inSizes =
+      getIntListArg(op, "input_sizes");
+  SmallVector<Value> dyn;
+  for (int64_t d = 0; d < rt.getRank(); ++d) {
+    if (!rt.isDynamicDim(d))
+      continue;
+    if (d != dim) {
+      dyn.push_back(tensor::DimOp::create(b, loc, like,
+                                          likeHasDim || d < dim ? d : d - 1));
+    } else {
+      if (!inSizes || int64_t(inSizes->size()) != rt.getRank() ||
+          (*inSizes)[d] < 0)
+        return nullptr;
+      dyn.push_back(cstIndex(b, loc, (*inSizes)[d]));
+    }
+  }
+  Value init = tensor::EmptyOp::create(b, loc, rt, dyn);
+  Value zero = scalarConstant(b, loc, rt.getElementType(), 0.0);
+  return linalg::FillOp::create(b, loc, zero, init).getResult(0);
+}
+
+LogicalResult lowerSliceBackward(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 1)
+    return failure();
+  Location loc = op.getLoc();
+  Value grad = o[0];
+  RankedTensorType rt = resultType(op);
+  int64_t rank = rt.getRank();
+  std::optional<int64_t> dim = normDim(getIntArg(op, "dim").value_or(0), rank);
+  int64_t step = getIntArg(op, "step").value_or(1);
+  if (!dim || step <= 0 || tensorType(grad).getRank() != rank)
+    return failure();
+  Value zeros = zerosForBackward(rw, loc, op, grad, *dim, true);
+  if (!zeros)
+    return failure();
+  SmallVector<OpFoldResult> offsets(rank, rw.getIndexAttr(0));
+  SmallVector<OpFoldResult> strides(rank, rw.getIndexAttr(1));
+  SmallVector<OpFoldResult> sizes = getSizes(rw, loc, grad);
+  OpFoldResult n = getSizes(rw, loc, zeros)[*dim];
+  offsets[*dim] = sliceBounds(rw, loc, n, getIntArg(op, "start").value_or(0),
+                              getIntArg(op, "end").value_or(INT64_MAX), step)
+                      .first;
+  strides[*dim] = rw.getIndexAttr(step);
+  Value r = tensor::InsertSliceOp::create(rw, loc, grad, zeros, offsets,
+                                          sizes, strides);
+  rw.replaceOp(op, r);
+  return success();
+}
+
+LogicalResult lowerSelectBackward(DLOp op, ValueRange o, PatternRewriter &rw) {
+  std::optional<int64_t> index = getIntArg(op, "index");
+  if (o.size() != 1 || !index)
+    return failure();
+  Location loc = op.getLoc();
+  Value grad = o[0];
+  RankedTensorType rt = resultType(op);
+  int64_t rank = rt.getRank();
+  std::optional<int64_t> dim = normDim(getIntArg(op, "dim").value_or(0), rank);
+  if (!dim || tensorType(grad).getRank() != rank - 1)
+    return failure();
+  Value zeros = zerosForBackward(rw, loc, op, grad, *dim, false);
+  if (!zeros)
+    return failure();
+  SmallVector<OpFoldResult> offsets(rank, rw.getIndexAttr(0));
+  SmallVector<OpFoldResult> strides(rank, rw.getIndexAttr(1));
+  SmallVector<OpFoldResult> sizes = getSizes(rw, loc, zeros);
+  offsets[*dim] = wrapIndex(rw, loc, sizes[*dim], *index);
+  sizes = getSizes(rw, loc, grad);
+  sizes.insert(sizes.begin() + *dim, rw.getIndexAttr(1));
+  Value r = tensor::InsertSliceOp::create(rw, loc, grad, zeros, offsets,
+                                          sizes, strides);
+  rw.replaceOp(op, r);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Concatenation
+//===----------------------------------------------------------------------===//
+
+LogicalResult lowerCat(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.empty())
+    return failure();
+  Location loc = op.getLoc();
+  RankedTensorType rt = resultType(op);
+  int64_t rank = rt.getRank();
+  std::optional<int64_t> dim = normDim(getIntArg(op, "dim").value_or(0), rank);
+  if (!dim)
+    return failure();
+  // PyTorch skips legacy empty 1-d inputs when concatenating higher ranks.
+  SmallVector<Value> ins;
+  for (Value v : o) {
+    RankedTensorType t = tensorType(v);
+    if (t.getRank() == 1 && t.getDimSize(0) == 0 && rank != 1)
+      continue;
+    if (t.getRank() != rank)
+      return failure();
+    ins.push_back(convertElements(rw, loc, v, rt.getElementType()));
+  }
+  if (ins.empty())
+    return failure();
+  // Guard the non-concatenated dims that types cannot prove equal.
+  SmallVector<OpFoldResult> first = getSizes(rw, loc, ins[0]);
+  for (Value v : llvm::drop_begin(ins))
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != *dim && (tensorType(v).isDynamicDim(d) ||
+                        tensorType(ins[0]).isDynamicDim(d)))
+        assertEqual(rw, loc, tensor::DimOp::create(rw, loc, v, d),
+                    indexValue(rw, loc, first[d]),
+                    "cat: sizes of tensors must match except in the "
+                    "concatenated dimension");
+  SmallVector<OpFoldResult> offsets(ins.size() + 1, rw.getIndexAttr(0));
+  for (auto [i, v] : llvm::enumerate(ins)) {
+    OpFoldResult n = getSizes(rw, loc, v)[*dim];
+    std::optional<int64_t> a = getConstantIntValue(offsets[i]);
+    std::optional<int64_t> c = getConstantIntValue(n);
+    offsets[i + 1] = a && c ? OpFoldResult(rw.getIndexAttr(*a + *c))
+                            : OpFoldResult(arith::AddIOp::create(
+                                  rw, loc, indexValue(rw, loc, offsets[i]),
+                                  indexValue(rw, loc, n)));
+  }
+  SmallVector<OpFoldResult> sizes = first;
+  sizes[*dim] = offsets.back();
+  Value acc = tensor::EmptyOp::create(rw, loc, sizes, rt.getElementType());
+  SmallVector<OpFoldResult> strides(rank, rw.getIndexAttr(1));
+  for (auto [i, v] : llvm::enumerate(ins)) {
+    SmallVector<OpFoldResult> offs(rank, rw.getIndexAttr(0));
+    offs[*dim] = offsets[i];
+    acc = tensor::InsertSliceOp::create(rw, loc, v, acc, offs,
+                                        getSizes(rw, loc, v), strides);
+  }
+  rw.replaceOp(op, castTo(rw, loc, acc, rt));
+  return success();
+}
+
+LogicalResult lowerStack(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.empty())
+    return failure();
+  Location loc = op.getLoc();
+  RankedTensorType rt = resultType(op);
+  int64_t rank = rt.getRank();
+  std::optional<int64_t> dim = normDim(getIntArg(op, "dim").value_or(0), rank);
+  if (!dim)
+    return failure();
+  SmallVector<Value> ins;
+  for (Value v : o) {
+    if (tensorType(v).getRank() != rank - 1)
+      return failure();
+    ins.push_back(convertElements(rw, loc, v, rt.getElementType()));
+  }
+  SmallVector<OpFoldResult> first = getSizes(rw, loc, ins[0]);
+  for (Value v : llvm::drop_begin(ins))
+    for (int64_t d = 0; d < rank - 1; ++d)
+      if (tensorType(v).isDynamicDim(d) || tensorType(ins[0]).isDynamicDim(d))
+        assertEqual(rw, loc, tensor::DimOp::create(rw, loc, v, d),
+                    indexValue(rw, loc, first[d]),
+                    "stack expects each tensor to be equal size");
+  SmallVector<OpFoldResult> sizes = first;
+  sizes.insert(sizes.begin() + *dim, rw.getIndexAttr(ins.size()));
+  Value acc = tensor::EmptyOp::create(rw, loc, sizes, rt.getElementType());
+  SmallVector<OpFoldResult> strides(rank, rw.getIndexAttr(1));
+  for (auto [i, v] : llvm::enumerate(ins)) {
+    SmallVector<OpFoldResult> offs(rank, rw.getIndexAttr(0));
+    offs[*dim] = rw.getIndexAttr(i);
+    SmallVector<OpFoldResult> sz = getSizes(rw, loc, v);
+    sz.insert(sz.begin() + *dim, rw.getIndexAttr(1));
+    acc = tensor::InsertSliceOp::create(rw, loc, v, acc, offs, sz, strides);
+  }
+  rw.replaceOp(op, castTo(rw, loc, acc, rt));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Gathers
+//===----------------------------------------------------------------------===//
+
+/// A linalg.generic over `rt` (dynamic sizes `dyn`) reading `index` through
+/// `indexMap`; the body gets the index element (as `index`) and the
+/// iteration coordinates and returns the element to yield.
+using GatherBody = std::function<Value(OpBuilder &, Location, Value,
+                                       SmallVector<Value> &)>;
+
+Value buildGather(OpBuilder &b, Location loc, RankedTensorType rt,
+                  ValueRange dyn, Value index, AffineMap indexMap,
+                  const GatherBody &body) {
+  int64_t r = rt.getRank();
+  Value init = tensor::EmptyOp::create(b, loc, rt, dyn);
+  SmallVector<AffineMap> maps = {indexMap, b.getMultiDimIdentityMap(r)};
+  SmallVector<utils::IteratorType> iters(r, utils::IteratorType::parallel);
+  auto g = linalg::GenericOp::create(
+      b, loc, rt, index, init, maps, iters,
+      [&](OpBuilder &nb, Location l, ValueRange a) {
+        SmallVector<Value> coords;
+        for (int64_t d = 0; d < r; ++d)
+          coords.push_back(linalg::IndexOp::create(nb, l, d));
+        Value v = body(nb, l, toIndex(nb, l, a[0]), coords);
+        linalg::YieldOp::create(nb, l, v);
+      });
+  return g.getResult(0);
+}
+
+LogicalResult lowerIndexSelect(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 2 || !isIntTensor(o[1]) || tensorType(o[1]).getRank() > 1)
+    return failure();
+  Location loc = op.getLoc();
+  Value self = o[0], index = o[1];
+  RankedTensorType rt = resultType(op);
+  int64_t r = rt.getRank();
+  if (tensorType(self).getRank() != r)
+    return failure();
+  if (r == 0) { // index_select on a 0-d tensor selects the element itself.
+    rw.replaceOp(op, castTo(rw, loc, self, rt));
+    return success();
+  }
+  std::optional<int64_t> dim = normDim(getIntArg(op, "dim").value_or(0), r);
+  if (!dim)
+    return failure();
+  SmallVector<Value> dyn;
+  for (int64_t d = 0; d < r; ++d)
+    if (rt.isDynamicDim(d))
+      dyn.push_back(d != *dim ? Value(tensor::DimOp::create(rw, loc, self, d))
+                    : tensorType(index).getRank() == 1
+                        ? Value(tensor::DimOp::create(rw, loc, index, 0))
+                        : cstIndex(rw, loc, 1));
+  MLIRContext *ctx = rw.getContext();
+  AffineMap indexMap =
+      tensorType(index).getRank() == 1
+          ? AffineMap::get(r, 0, getAffineDimExpr(*dim, ctx))
+          : AffineMap::get(r, 0, ArrayRef<AffineExpr>{}, ctx);
+  Value n = tensor::DimOp::create(rw, loc, self, *dim);
+  Value res = buildGather(
+      rw, loc, rt, dyn, index, indexMap,
+      [&](OpBuilder &b, Location l, Value i, SmallVector<Value> &coords) {
+        assertInBounds(b, l, i, n, "index_select: index out of range in self");
+        coords[*dim] = i;
+        return tensor::ExtractOp::create(b, l, self, coords);
+      });
+  rw.replaceOp(op, res);
+  return success();
+}
+
+LogicalResult lowerGather(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 2 || !isIntTensor(o[1]))
+    return failure();
+  Location loc = op.getLoc();
+  Value self = o[0], index = o[1];
+  RankedTensorType st = tensorType(self), it = tensorType(index);
+  RankedTensorType rt = resultType(op);
+  int64_t r = rt.getRank();
+  if (st.getRank() != r || it.getRank() != r)
+    return failure();
+  if (r == 0) {
+    Value res = buildGather(
+        rw, loc, rt, {}, index, rw.getMultiDimIdentityMap(0),
+        [&](OpBuilder &b, Location l, Value i, SmallVector<Value> &) {
+          assertInBounds(b, l, i, cstIndex(b, l, 1),
+                         "gather: index out of range");
+          return tensor::ExtractOp::create(b, l, self, ValueRange{});
+        });
+    rw.replaceOp(op, res);
+    return success();
+  }
+  std::optional<int64_t> dim = normDim(getIntArg(op, "dim").value_or(0), r);
+  if (!dim)
+    return failure();
+  // index.size(d) <= self.size(d) for d != dim.
+  for (int64_t d = 0; d < r; ++d) {
+    if (d == *dim)
+      continue;
+    if (!it.isDynamicDim(d) && !st.isDynamicDim(d)) {
+      if (it.getDimSize(d) > st.getDimSize(d))
+        return failure();
+      continue;
+    }
+    Value ok = arith::CmpIOp::create(
+        rw, loc, arith::CmpIPredicate::ule,
+        tensor::DimOp::create(rw, loc, index, d),
+        tensor::DimOp::create(rw, loc, self, d));
+    cf::AssertOp::create(rw, loc, ok, "gather: index is larger than self");
+  }
+  SmallVector<Value> dyn;
+  for (int64_t d = 0; d < r; ++d)
+    if (rt.isDynamicDim(d))
+      dyn.push_back(tensor::DimOp::create(rw, loc, index, d));
+  Value n = tensor::DimOp::create(rw, loc, self, *dim);
+  Value res = buildGather(
+      rw, loc, rt, dyn, index, rw.getMultiDimIdentityMap(r),
+      [&](OpBuilder &b, Location l, Value i, SmallVector<Value> &coords) {
+        assertInBounds(b, l, i, n, "gather: index out of range");
+        coords[*dim] = i;
+        return tensor::ExtractOp::create(b, l, self, coords);
+      });
+  rw.replaceOp(op, res);
+  return success();
+}
+
+/// embedding(weight [W, D], indices [...]) -> [..., D].
+LogicalResult lowerEmbedding(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 2 || !isIntTensor(o[1]) || tensorType(o[0]).getRank() != 2)
+    return failure();
+  Location loc = op.getLoc();
+  Value weight = o[0], indices = o[1];
+  RankedTensorType rt = resultType(op);
+  int64_t r = rt.getRank(), k = tensorType(indices).getRank();
+  if (r != k + 1)
+    return failure();
+  SmallVector<Value> dyn;
+  for (int64_t d = 0; d < r; ++d)
+    if (rt.isDynamicDim(d))
+      dyn.push_back(d < k ? tensor::DimOp::create(rw, loc, indices, d)
+                          : tensor::DimOp::create(rw, loc, weight, 1));
+  MLIRContext *ctx = rw.getContext();
+  SmallVector<AffineExpr> exprs;
+  for (int64_t d = 0; d < k; ++d)
+    exprs.push_back(getAffineDimExpr(d, ctx));
+  Value n = tensor::DimOp::create(rw, loc, weight, 0);
+  Value res = buildGather(
+      rw, loc, rt, dyn, indices, AffineMap::get(r, 0, exprs, ctx),
+      [&](OpBuilder &b, Location l, Value i, SmallVector<Value> &coords) {
+        assertInBounds(b, l, i, n, "embedding: index out of range in self");
+        return tensor::ExtractOp::create(b, l, weight,
+                                         ValueRange{i, coords[k]});
+      });
+  rw.replaceOp(op, res);
+  return success();
+}
+
+/// `v` as a tensor of rank `rank` whose first dim merges the leading dims
+/// (rank 1: all of them, rank 2: all but the last); 0-d inputs get a unit dim.
+Value flattenLeading(OpBuilder &b, Location loc, Value v, int64_t rank) {
+  RankedTensorType t = tensorType(v);
+  int64_t keep = rank - 1; // trailing dims kept as they are
+  int64_t lead = t.getRank() - keep;
+  if (lead == 1)
+    return v;
+  if (lead == 0) {
+    SmallVector<int64_t> shape(t.getShape());
+    shape.insert(shape.begin(), 1);
+    SmallVector<bool> unit(shape.size(), false);
+    unit[0] = true;
+    SmallVector<OpFoldResult> sizes = getSizes(b, loc, v);
+    sizes.insert(sizes.begin(), b.getIndexAttr(1));
+    return tensor::ExpandShapeOp::create(b, loc, t.clone(shape), v,
+                                         unitDimGroups(unit), sizes);
+  }
+  SmallVector<ReassociationIndices> groups = {iota(0, lead)};
+  for (int64_t d = lead; d < t.getRank(); ++d)
+    groups.push_back({d});
+  return tensor::CollapseShapeOp::create(b, loc, v, groups);
+}
+
+/// embedding_dense_backward(grad_output [..., D], indices [...],
+/// num_weights, padding_idx, scale_grad_by_freq) -> [num_weights, D]: the
+/// scatter-add of the gradient rows into zeros, in index order (as PyTorch's
+/// CPU kernel), skipping padding_idx and scaling by 1/count when asked.
+LogicalResult lowerEmbeddingDenseBackward(DLOp op, ValueRange o,
+                                          PatternRewriter &rw) {
+  if (o.size() != 2 || !isIntTensor(o[1]))
+    return failure();
+  Location loc = op.getLoc();
+  Value grad = o[0], indices = o[1];
+  RankedTensorType rt = resultType(op), gt = tensorType(grad);
+  Type et = rt.getElementType();
+  if (rt.getRank() != 2 || !isFloat(et) || gt.getElementType() != et ||
+      gt.getRank() != tensorType(indices).getRank() + 1)
+    return failure();
+  int64_t padding = getIntArg(op, "padding_idx").value_or(-1);
+  bool scaleByFreq = getBoolArg(op, "scale_grad_by_freq").value_or(false);
+  std::optional<int64_t> numWeights = getIntArg(op, "num_weights");
+
+  Value idx1 = flattenLeading(rw, loc, indices, 1);  // [N]
+  Value grad2 = flattenLeading(rw, loc, grad, 2);    // [N, D]
+  SmallVector<Value> dyn;
+  if (rt.isDynamicDim(0)) {
+    if (!numWeights)
+      return failure();
+    dyn.push_back(cstIndex(rw, loc, *numWeights));
+  }
+  if (rt.isDynamicDim(1))
+    dyn.push_back(tensor::DimOp::create(rw, loc, grad2, 1));
+  Value init = tensor::EmptyOp::create(rw, loc, rt, dyn);
+  Value acc = linalg::FillOp::create(rw, loc, scalarConstant(rw, loc, et, 0.0),
+                                     init)
+                  .getResult(0);
+
+  Value zero = cstIndex(rw, loc, 0), one = cstIndex(rw, loc, 1);
+  Value n = tensor::DimOp::create(rw, loc, idx1, 0);
+  Value w = tensor::DimOp::create(rw, loc, acc, 0);
+  OpFoldResult dsize = getSizes(rw, loc, acc)[1];
+  Value pad = cstIndex(rw, loc, padding);
+
+  // counts[w] = occurrences of w in indices (only for scale_grad_by_freq).
+  Value counts;
+  if (scaleByFreq) {
+    Type i64 = rw.getI64Type();
+    Value c0 = tensor::EmptyOp::create(rw, loc, ArrayRef<OpFoldResult>{w}, i64);
+    c0 = linalg::FillOp::create(rw, loc, scalarConstant(rw, loc, i64, 0), c0)
+             .getResult(0);
+    counts = scf::ForOp::create(
+                 rw, loc, zero, n, one, ValueRange{c0},
+                 [&](OpBuilder &b, Location l, Value iv, ValueRange iter) {
+                   Value i = toIndex(
+                       b, l, tensor::ExtractOp::create(b, l, idx1, iv));
+                   assertInBounds(b, l, i, w,
+                                  "embedding_backward: index out of range");
+                   Value c = tensor::ExtractOp::create(b, l, iter[0], i);
+                   c = arith::AddIOp::create(b, l, c,
+                                             scalarConstant(b, l, i64, 1));
+                   Value u = tensor::InsertOp::create(b, l, c, iter[0], i);
+                   scf::YieldOp::create(b, l, u);
+                 })
+                 .getResult(0);
+  }
+
+  auto loop = scf::ForOp::create(
+      rw, loc, zero, n, one, ValueRange{acc},
+      [&](OpBuilder &b, Location l, Value iv, ValueRange iter) {
+        Value i = toIndex(b, l, tensor::ExtractOp::create(b, l, idx1, iv));
+        assertInBounds(b, l, i, w, "embedding_backward: index out of range");
+        Value skip =
+            arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, i, pad);
+        Value scale;
+        if (scaleByFreq) {
+          Value c = tensor::ExtractOp::create(b, l, counts, i);
+          Value cf = arith::SIToFPOp::create(b, l, b.getF64Type(), c);
+          scale = castScalar(
+              b, l,
+              arith::DivFOp::create(b, l, scalarConstant(b, l, b.getF64Type(), 1.0),
+                                    cf),
+              et);
+        }
+        auto rowType = RankedTensorType::get({rt.getDimSize(1)}, et);
+        SmallVector<OpFoldResult> strides = {b.getIndexAttr(1),
+                                             b.getIndexAttr(1)};
+        SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1), dsize};
+        Value g = tensor::ExtractSliceOp::create(
+            b, l, rowType, grad2, SmallVector<OpFoldResult>{iv, b.getIndexAttr(0)},
+            sizes, strides);
+        SmallVector<OpFoldResult> offs = {i, b.getIndexAttr(0)};
+        Value row = tensor::ExtractSliceOp::create(b, l, rowType, iter[0],
+                                                   offs, sizes, strides);
+        AffineMap id = b.getMultiDimIdentityMap(1);
+        auto upd = linalg::GenericOp::create(
+            b, l, rowType, g, row, SmallVector<AffineMap>{id, id},
+            SmallVector<utils::IteratorType>{utils::IteratorType::parallel},
+            [&](OpBuilder &nb, Location nl, ValueRange a) {
+              Value gv = a[0];
+              if (scale)
+                gv = arith::MulFOp::create(nb, nl, gv, scale);
+              Value s = arith::AddFOp::create(nb, nl, a[1], gv);
+              s = arith::SelectOp::create(nb, nl, skip, a[1], s);
+              linalg::YieldOp::create(nb, nl, s);
+            });
+        Value u = tensor::InsertSliceOp::create(b, l, upd.getResult(0),
+                                                iter[0], offs, sizes, strides);
+        scf::YieldOp::create(b, l, u);
+      });
+  rw.replaceOp(op, loop.getResult(0));
+  return success();
+}
+
+} // namespace
+
+void terra::populateDataMovementLowerings(LoweringRegistry &r) {
+  for (StringRef n : {"aten.view", "aten._unsafe_view", "aten.reshape",
+                      "aten._reshape_alias", "aten.flatten.using_ints",
+                      "aten.unflatten.int"})
+    r.add(n, rollBackOnFailure<lowerReshape>);
+  r.add("aten.unsqueeze", rollBackOnFailure<lowerUnsqueeze>);
+  for (StringRef n : {"aten.squeeze", "aten.squeeze.dim", "aten.squeeze.dims"})
+    r.add(n, rollBackOnFailure<lowerSqueeze>);
+  r.add("aten.permute", rollBackOnFailure<lowerPermute>);
+  r.add("aten.transpose.int", rollBackOnFailure<lowerTranspose>);
+  r.add("aten.t", rollBackOnFailure<lowerT>);
+  r.add("aten.expand", rollBackOnFailure<lowerExpand>);
+  r.add("aten.slice.Tensor", rollBackOnFailure<lowerSlice>);
+  r.add("aten.select.int", rollBackOnFailure<lowerSelect>);
+  r.add("aten.slice_backward", rollBackOnFailure<lowerSliceBackward>);
+  r.add("aten.select_backward", rollBackOnFailure<lowerSelectBackward>);
+  r.add("aten.cat", rollBackOnFailure<lowerCat>);
+  r.add("aten.stack", rollBackOnFailure<lowerStack>);
+  r.add("aten.index_select", rollBackOnFailure<lowerIndexSelect>);
+  r.add("aten.gather", rollBackOnFailure<lowerGather>);
+  r.add("aten.embedding", rollBackOnFailure<lowerEmbedding>);
+  r.add("aten.embedding_dense_backward",
+        rollBackOnFailure<lowerEmbeddingDenseBackward>);
+}

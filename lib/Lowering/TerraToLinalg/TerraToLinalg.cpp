@@ -4,6 +4,7 @@
 // lowering by name (see Utils.h for the recipe every lowering follows).
 //
 //===----------------------------------------------------------------------===//
+#include "Utils.h"
 #include "terra/Lowering/TerraToLinalg.h"
 #include "terra/Passes.h"
 
@@ -46,7 +47,9 @@ struct DLOpLowering : public OpRewritePattern<DLOp> {
     LowerFn fn = registry.lookup(op.getName());
     if (!fn)
       return rewriter.notifyMatchFailure(op, "no lowering for this op");
-    return fn(op, op.getInputs(), rewriter);
+    // A lowering may build ops before deciding it cannot handle the op;
+    // roll those back so a failure leaves the IR untouched.
+    return lowering::lowerOrRollBack(fn, op, op.getInputs(), rewriter);
   }
 
   const LoweringRegistry &registry;

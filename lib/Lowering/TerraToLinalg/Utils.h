@@ -81,6 +81,113 @@ mlir::LogicalResult lowerElementwise(DLOp op, ValueRange operands,
                                      mlir::PatternRewriter &rw,
                                      const BodyFn &body);
 
+// --- Windowed ops: convolution and pooling (Convolution.cpp, Pooling.cpp) --
+/// A per-spatial-dim int list arg with `n` entries. A single int or a
+/// one-entry list applies to every dim (as PyTorch expands it); an absent,
+/// None (unit) or empty arg gives `dflt`; any other length gives nullopt.
+std::optional<llvm::SmallVector<int64_t>>
+getSpatialArg(DLOp op, llvm::StringRef name, unsigned n,
+              llvm::ArrayRef<int64_t> dflt);
+/// `v` padded by `low`/`high` on its trailing low.size() dims with
+/// `padValue` (tensor.pad); `v` itself when every amount is 0.
+Value padTrailing(OpBuilder &b, Location loc, Value v,
+                  llvm::ArrayRef<int64_t> low, llvm::ArrayRef<int64_t> high,
+                  Value padValue);
+/// A tensor with `v`'s leading dims and the trailing `sizes`, filled with
+/// `fill`, into which `v` is inserted at `offsets` every `strides` elements
+/// along the trailing dims: the zero-interleaved tensor that turns the
+/// backward of a strided window op into a stride-1 window op.
+Value spreadTrailing(OpBuilder &b, Location loc, Value v, Value fill,
+                     llvm::ArrayRef<int64_t> sizes,
+                     llvm::ArrayRef<int64_t> offsets,
+                     llvm::ArrayRef<int64_t> strides);
+/// `v` with a unit dim inserted at / removed from `pos` (reshapes).
+Value insertUnitDim(OpBuilder &b, Location loc, Value v, int64_t pos);
+Value dropUnitDim(OpBuilder &b, Location loc, Value v, int64_t pos);
+/// Emits a runtime guard that `x == y` unless both are constants (the
+/// caller has then checked them statically).
+void guardEqual(OpBuilder &b, Location loc, mlir::OpFoldResult x,
+                mlir::OpFoldResult y, llvm::StringRef msg);
+/// `v` as `type` (tensor.cast), guarding each dim that is dynamic in `v`
+/// and static in `type`; `v` itself when the types are equal.
+Value castWithGuards(OpBuilder &b, Location loc, Value v,
+                     RankedTensorType type);
+
+// --- Reductions and explicit-map generics (Reduction.cpp, Loss.cpp,
+// Normalization.cpp) --------------------------------------------------------
+
+/// A per-dim mask of the reduction `dims` of a rank-`rank` tensor: negative
+/// dims count from the end and an empty list means every dim (a 0-d tensor
+/// accepts 0 and -1 and reduces nothing). Returns nullopt for an
+/// out-of-range or repeated dim.
+std::optional<llvm::SmallVector<bool>>
+reductionMask(llvm::ArrayRef<int64_t> dims, int64_t rank);
+/// `input`'s shape reduced over `mask` with element type `elem`: reduced
+/// dims are dropped, or kept with size 1 when `keepdim`.
+RankedTensorType reducedType(RankedTensorType input, llvm::ArrayRef<bool> mask,
+                             bool keepdim, Type elem);
+/// The map from a reduction's iteration space (rank mask.size()) to its
+/// reduced values: reduced dims are dropped, or read at index 0 (size-1
+/// dims) when `keepdim`. With no dim masked it is the identity.
+mlir::AffineMap reducedMap(mlir::MLIRContext *ctx, llvm::ArrayRef<bool> mask,
+                           bool keepdim);
+/// Whether a value of type `a` may stand where `b` is expected: same rank
+/// and element type, equal sizes where both are static.
+bool isCastCompatible(RankedTensorType a, RankedTensorType b);
+
+using GenericBodyFn = std::function<llvm::SmallVector<Value>(
+    OpBuilder &b, Location loc, ValueRange ins, ValueRange outs)>;
+
+/// One linalg.generic iterating over the shape of `source` (which should be
+/// one of `inputs`, read through the identity map), the dims set in `mask`
+/// being reductions. Inputs are read through `inputMaps`; the body gets the
+/// raw input elements and the current result elements and returns the new
+/// result elements. Result i has type `resultTypes[i]` (the reduced shape,
+/// see reducedType) and is written through reducedMap(mask, keepdim); its
+/// dynamic sizes come from `source`. With `inits`, result i starts filled
+/// with the scalar inits[i]; without, it starts uninitialized (only valid
+/// when nothing is reduced).
+llvm::SmallVector<Value>
+buildGeneric(OpBuilder &b, Location loc, Value source,
+             llvm::ArrayRef<bool> mask, bool keepdim, ValueRange inputs,
+             llvm::ArrayRef<mlir::AffineMap> inputMaps,
+             llvm::ArrayRef<RankedTensorType> resultTypes, ValueRange inits,
+             const GenericBodyFn &body);
+/// The number of elements of `v` in the dims set in `mask`, as a scalar of
+/// int or float type `type`.
+Value countElements(OpBuilder &b, Location loc, Value v,
+                    llvm::ArrayRef<bool> mask, Type type);
+/// Matches an aten schema's tensor parameters (`params`: name and whether
+/// it is `Tensor?`, in schema order) with the op's operands. A None
+/// optional tensor is not an operand; the args record it as `name = unit`.
+/// Unmarked optionals are present, except that when the op has fewer
+/// operands the last unmarked ones are taken as absent. Returns one value
+/// per parameter (null for an absent one), or nullopt when the operands do
+/// not fit.
+std::optional<llvm::SmallVector<Value>>
+matchTensorParams(DLOp op, ValueRange operands,
+                  llvm::ArrayRef<std::pair<llvm::StringRef, bool>> params);
+/// The infinity of float type `type` (negative when `negative`), or the
+/// lowest/highest value of int type `type`.
+Value extremeConstant(OpBuilder &b, Location loc, Type type, bool negative);
+
+// --- Failure without side effects (DataMovement.cpp, TensorConstructors.cpp,
+// Optimizer.cpp, Random.cpp) ------------------------------------------------
+
+/// Runs `fn` on `op`; when it fails, erases the ops it had already built
+/// (before `op`, at the rewriter's insertion point), so that a failed
+/// lowering leaves the IR untouched. Without this, a lowering that creates
+/// a constant and then returns failure() makes the greedy driver see a
+/// change and retry until it gives up, failing the pass.
+mlir::LogicalResult lowerOrRollBack(LowerFn fn, DLOp op, ValueRange operands,
+                                    mlir::PatternRewriter &rw);
+/// `Fn` wrapped in lowerOrRollBack, as a LowerFn for the registry.
+template <LowerFn Fn>
+mlir::LogicalResult rollBackOnFailure(DLOp op, ValueRange operands,
+                                      mlir::PatternRewriter &rw) {
+  return lowerOrRollBack(Fn, op, operands, rw);
+}
+
 } // namespace terra::lowering
 
 #endif // TERRA_LIB_LOWERING_UTILS_H

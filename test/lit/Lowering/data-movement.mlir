@@ -1,0 +1,242 @@
+// Data movement: reshapes become collapse/expand_shape (tensor.reshape only
+// when the reassociation is not static), transposes linalg.transpose,
+// slicing extract/insert_slice, gathers linalg.generic with tensor.extract.
+// RUN: terra-opt %s -split-input-file -terra-convert-to-linalg | FileCheck %s
+
+// CHECK-LABEL: terra.graph @view_collapse
+// CHECK:         %[[A:.*]] = terra.feed 1
+// CHECK:         %[[C:.*]] = tensor.collapse_shape %[[A]] {{\[\[}}0, 1], [2]] : tensor<2x3x4xf32> into tensor<6x4xf32>
+// CHECK:         terra.fetch 0 %[[C]]
+terra.graph @view_collapse {
+  %a = terra.feed 1 : tensor<2x3x4xf32>
+  %r = terra.op "aten.view"(%a) args {size = [6, 4]} : (tensor<2x3x4xf32>) -> tensor<6x4xf32>
+  terra.fetch 0 %r : tensor<6x4xf32>
+}
+
+// -----
+
+// A dynamic batch dim keeps its size; the split dims are static.
+// CHECK-LABEL: terra.graph @view_expand_dynamic
+// CHECK:         %[[A:.*]] = terra.feed 1 : tensor<?x12xf32>
+// CHECK:         %[[D:.*]] = tensor.dim %[[A]], %c0
+// CHECK:         tensor.expand_shape %[[A]] {{\[\[}}0], [1, 2]] output_shape [%[[D]], 3, 4] : tensor<?x12xf32> into tensor<?x3x4xf32>
+terra.graph @view_expand_dynamic {
+  %a = terra.feed 1 : tensor<?x12xf32>
+  %r = terra.op "aten.view"(%a) args {size = [-1, 3, 4]} : (tensor<?x12xf32>) -> tensor<?x3x4xf32>
+  terra.fetch 0 %r : tensor<?x3x4xf32>
+}
+
+// -----
+
+// 3x4 -> 2x6 has no finer grouping: collapse to 12, expand to 2x6.
+// CHECK-LABEL: terra.graph @view_regroup
+// CHECK:         %[[C:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0, 1]] : tensor<3x4xf32> into tensor<12xf32>
+// CHECK:         tensor.expand_shape %[[C]] {{\[\[}}0, 1]] output_shape [2, 6] : tensor<12xf32> into tensor<2x6xf32>
+terra.graph @view_regroup {
+  %a = terra.feed 1 : tensor<3x4xf32>
+  %r = terra.op "aten.view"(%a) args {size = [2, 6]} : (tensor<3x4xf32>) -> tensor<2x6xf32>
+  terra.fetch 0 %r : tensor<2x6xf32>
+}
+
+// -----
+
+// Two dynamic result dims in one group: the sizes come from the arg (one
+// -1 inferred), guarded, and a shape tensor feeds tensor.reshape.
+// CHECK-LABEL: terra.graph @view_two_dynamic
+// CHECK:         %[[N:.*]] = arith.divsi
+// CHECK:         cf.assert %{{.*}}, "reshape: element count mismatch"
+// CHECK:         %[[S:.*]] = tensor.from_elements %c2, %[[N]], %c8, %c8 : tensor<4xindex>
+// CHECK:         tensor.reshape %{{.*}}(%[[S]]) : (tensor<?x?x64xf32>, tensor<4xindex>) -> tensor<?x?x8x8xf32>
+terra.graph @view_two_dynamic {
+  %a = terra.feed 1 : tensor<?x?x64xf32>
+  %r = terra.op "aten.view"(%a) args {size = [2, -1, 8, 8]} : (tensor<?x?x64xf32>) -> tensor<?x?x8x8xf32>
+  terra.fetch 0 %r : tensor<?x?x8x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: terra.graph @squeeze_unsqueeze
+// CHECK:         %[[S:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0], [1, 2]] : tensor<?x1x4xf32> into tensor<?x4xf32>
+// CHECK:         %[[D:.*]] = tensor.dim %[[S]], %c0
+// CHECK:         tensor.expand_shape %[[S]] {{\[\[}}0], [1, 2]] output_shape [%[[D]], 4, 1] : tensor<?x4xf32> into tensor<?x4x1xf32>
+terra.graph @squeeze_unsqueeze {
+  %a = terra.feed 1 : tensor<?x1x4xf32>
+  %s = terra.op "aten.squeeze.dim"(%a) args {dim = 1 : i64} : (tensor<?x1x4xf32>) -> tensor<?x4xf32>
+  %u = terra.op "aten.unsqueeze"(%s) args {dim = -1 : i64} : (tensor<?x4xf32>) -> tensor<?x4x1xf32>
+  terra.fetch 0 %u : tensor<?x4x1xf32>
+}
+
+// -----
+
+// CHECK-LABEL: terra.graph @permute
+// CHECK:         %[[E:.*]] = tensor.empty() : tensor<4x2x3xf32>
+// CHECK:         linalg.transpose ins(%{{.*}} : tensor<2x3x4xf32>) outs(%[[E]] : tensor<4x2x3xf32>) permutation = [2, 0, 1]
+terra.graph @permute {
+  %a = terra.feed 1 : tensor<2x3x4xf32>
+  %r = terra.op "aten.permute"(%a) args {dims = [-1, 0, 1]} : (tensor<2x3x4xf32>) -> tensor<4x2x3xf32>
+  terra.fetch 0 %r : tensor<4x2x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: terra.graph @transpose_int
+// CHECK:         linalg.transpose ins(%{{.*}} : tensor<2x3x5xf32>) outs(%{{.*}} : tensor<5x3x2xf32>) permutation = [2, 1, 0]
+terra.graph @transpose_int {
+  %a = terra.feed 1 : tensor<2x3x5xf32>
+  %r = terra.op "aten.transpose.int"(%a) args {dim0 = 0 : i64, dim1 = -1 : i64} : (tensor<2x3x5xf32>) -> tensor<5x3x2xf32>
+  terra.fetch 0 %r : tensor<5x3x2xf32>
+}
+
+// -----
+
+// A unit dim broadcasts (constant 0 in the map); new leading dims are not
+// in the input map at all.
+// CHECK-DAG:   #[[IN:.*]] = affine_map<(d0, d1, d2) -> (d1, 0)>
+// CHECK-DAG:   #[[ID:.*]] = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+// CHECK-LABEL: terra.graph @expand
+// CHECK:         linalg.generic {indexing_maps = [#[[IN]], #[[ID]]], iterator_types = ["parallel", "parallel", "parallel"]}
+// CHECK-SAME:      ins(%{{.*}} : tensor<3x1xf32>) outs(%{{.*}} : tensor<2x3x4xf32>)
+terra.graph @expand {
+  %a = terra.feed 1 : tensor<3x1xf32>
+  %r = terra.op "aten.expand"(%a) args {size = [2, -1, 4]} : (tensor<3x1xf32>) -> tensor<2x3x4xf32>
+  terra.fetch 0 %r : tensor<2x3x4xf32>
+}
+
+// -----
+
+// Static bounds are clamped at compile time (start -6 -> 1, end INT64_MAX -> 7).
+// CHECK-LABEL: terra.graph @slice_step
+// CHECK:         tensor.extract_slice %{{.*}}[0, 1] [4, 3] [1, 2] : tensor<4x7xf32> to tensor<4x3xf32>
+terra.graph @slice_step {
+  %a = terra.feed 1 : tensor<4x7xf32>
+  %r = terra.op "aten.slice.Tensor"(%a) args {dim = 1 : i64, start = -6 : i64, end = 9223372036854775807 : i64, step = 2 : i64} : (tensor<4x7xf32>) -> tensor<4x3xf32>
+  terra.fetch 0 %r : tensor<4x3xf32>
+}
+
+// -----
+
+// On a dynamic dim the clamping is computed at run time.
+// CHECK-LABEL: terra.graph @slice_dynamic
+// CHECK:         %[[N:.*]] = tensor.dim %{{.*}}, %c0 : tensor<?x7xf32>
+// CHECK:         %[[S:.*]] = arith.select
+// CHECK:         %[[E:.*]] = arith.addi %[[N]], %c-1
+// CHECK:         %[[L:.*]] = arith.subi
+// CHECK:         tensor.extract_slice %{{.*}}[%[[S]], 0] [%[[L]], 7] [1, 1] : tensor<?x7xf32> to tensor<?x7xf32>
+terra.graph @slice_dynamic {
+  %a = terra.feed 1 : tensor<?x7xf32>
+  %r = terra.op "aten.slice.Tensor"(%a) args {dim = 0 : i64, start = 1 : i64, end = -1 : i64, step = 1 : i64} : (tensor<?x7xf32>) -> tensor<?x7xf32>
+  terra.fetch 0 %r : tensor<?x7xf32>
+}
+
+// -----
+
+// CHECK-LABEL: terra.graph @select
+// CHECK:         tensor.extract_slice %{{.*}}[0, 6] [4, 1] [1, 1] : tensor<4x7xf32> to tensor<4xf32>
+terra.graph @select {
+  %a = terra.feed 1 : tensor<4x7xf32>
+  %r = terra.op "aten.select.int"(%a) args {dim = 1 : i64, index = -1 : i64} : (tensor<4x7xf32>) -> tensor<4xf32>
+  terra.fetch 0 %r : tensor<4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: terra.graph @slice_backward
+// CHECK:         %[[Z:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<4x7xf32>)
+// CHECK:         tensor.insert_slice %{{.*}} into %[[Z]][0, 1] [4, 3] [1, 2] : tensor<4x3xf32> into tensor<4x7xf32>
+terra.graph @slice_backward {
+  %g = terra.feed 1 : tensor<4x3xf32>
+  %r = terra.op "aten.slice_backward"(%g) args {input_sizes = [4, 7], dim = 1 : i64, start = 1 : i64, end = 9223372036854775807 : i64, step = 2 : i64} : (tensor<4x3xf32>) -> tensor<4x7xf32>
+  terra.fetch 0 %r : tensor<4x7xf32>
+}
+
+// -----
+
+// CHECK-LABEL: terra.graph @cat
+// CHECK:         %[[E:.*]] = tensor.empty() : tensor<2x8xf32>
+// CHECK:         %[[I:.*]] = tensor.insert_slice %{{.*}} into %[[E]][0, 0] [2, 3] [1, 1]
+// CHECK:         tensor.insert_slice %{{.*}} into %[[I]][0, 3] [2, 5] [1, 1]
+terra.graph @cat {
+  %a = terra.feed 1 : tensor<2x3xf32>
+  %b = terra.feed 2 : tensor<2x5xf32>
+  %r = terra.op "aten.cat"(%a, %b) args {dim = -1 : i64} : (tensor<2x3xf32>, tensor<2x5xf32>) -> tensor<2x8xf32>
+  terra.fetch 0 %r : tensor<2x8xf32>
+}
+
+// -----
+
+// Stacking inserts rank-reduced slices.
+// CHECK-LABEL: terra.graph @stack
+// CHECK:         %[[E:.*]] = tensor.empty() : tensor<3x2x3xf32>
+// CHECK:         %[[I:.*]] = tensor.insert_slice %{{.*}} into %[[E]][0, 0, 0] [3, 1, 3] [1, 1, 1] : tensor<3x3xf32> into tensor<3x2x3xf32>
+// CHECK:         tensor.insert_slice %{{.*}} into %[[I]][0, 1, 0] [3, 1, 3] [1, 1, 1] : tensor<3x3xf32> into tensor<3x2x3xf32>
+terra.graph @stack {
+  %a = terra.feed 1 : tensor<3x3xf32>
+  %b = terra.feed 2 : tensor<3x3xf32>
+  %r = terra.op "aten.stack"(%a, %b) args {dim = 1 : i64} : (tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x2x3xf32>
+  terra.fetch 0 %r : tensor<3x2x3xf32>
+}
+
+// -----
+
+// CHECK-DAG:   #[[IDX:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-LABEL: terra.graph @embedding
+// CHECK:         %[[W:.*]] = terra.feed 1 : tensor<10x4xf32>
+// CHECK:         linalg.generic {indexing_maps = [#[[IDX]], #{{.*}}]
+// CHECK:         ^bb0(%[[IN:.*]]: i64, %{{.*}}: f32):
+// CHECK:           %[[D:.*]] = linalg.index 2 : index
+// CHECK:           %[[I:.*]] = arith.index_cast %[[IN]] : i64 to index
+// CHECK:           cf.assert %{{.*}}, "embedding: index out of range in self"
+// CHECK:           %[[V:.*]] = tensor.extract %[[W]][%[[I]], %[[D]]] : tensor<10x4xf32>
+// CHECK:           linalg.yield %[[V]] : f32
+terra.graph @embedding {
+  %w = terra.feed 1 : tensor<10x4xf32>
+  %i = terra.feed 2 : tensor<?x3xi64>
+  %r = terra.op "aten.embedding"(%w, %i) : (tensor<10x4xf32>, tensor<?x3xi64>) -> tensor<?x3x4xf32>
+  terra.fetch 0 %r : tensor<?x3x4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: terra.graph @gather
+// CHECK:         linalg.generic
+// CHECK:           %[[D0:.*]] = linalg.index 0 : index
+// CHECK:           %[[I:.*]] = arith.index_cast %{{.*}} : i64 to index
+// CHECK:           tensor.extract %{{.*}}[%[[D0]], %[[I]]] : tensor<4x5xf32>
+terra.graph @gather {
+  %a = terra.feed 1 : tensor<4x5xf32>
+  %i = terra.feed 2 : tensor<4x2xi64>
+  %r = terra.op "aten.gather"(%a, %i) args {dim = 1 : i64} : (tensor<4x5xf32>, tensor<4x2xi64>) -> tensor<4x2xf32>
+  terra.fetch 0 %r : tensor<4x2xf32>
+}
+
+// -----
+
+// Scatter-add: one gradient row per index, added in place into the result.
+// CHECK-LABEL: terra.graph @embedding_backward
+// CHECK:         %[[Z:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<10x4xf32>)
+// CHECK:         scf.for %[[N:.*]] = %c0 to %c6 step %c1 iter_args(%[[ACC:.*]] = %[[Z]]) -> (tensor<10x4xf32>)
+// CHECK:           %[[I:.*]] = arith.index_cast
+// CHECK:           %[[G:.*]] = tensor.extract_slice %{{.*}}[%[[N]], 0] [1, 4] [1, 1] : tensor<6x4xf32> to tensor<4xf32>
+// CHECK:           %[[R:.*]] = tensor.extract_slice %[[ACC]][%[[I]], 0] [1, 4] [1, 1] : tensor<10x4xf32> to tensor<4xf32>
+// CHECK:           %[[U:.*]] = linalg.generic {{.*}} ins(%[[G]] : tensor<4xf32>) outs(%[[R]] : tensor<4xf32>)
+// CHECK:             arith.addf
+// CHECK:           %[[NEW:.*]] = tensor.insert_slice %[[U]] into %[[ACC]][%[[I]], 0] [1, 4] [1, 1]
+// CHECK:           scf.yield %[[NEW]]
+terra.graph @embedding_backward {
+  %g = terra.feed 1 : tensor<6x4xf32>
+  %i = terra.feed 2 : tensor<6xi64>
+  %r = terra.op "aten.embedding_dense_backward"(%g, %i) args {num_weights = 10 : i64, padding_idx = -1 : i64, scale_grad_by_freq = false} : (tensor<6x4xf32>, tensor<6xi64>) -> tensor<10x4xf32>
+  terra.fetch 0 %r : tensor<10x4xf32>
+}
+
+// -----
+
+// Two dynamic dims to split and no size arg: the sizes are unknown, so the
+// op stays for a host callback.
+// CHECK-LABEL: terra.graph @view_unknown_sizes_stays
+// CHECK:         terra.op "aten.view"
+terra.graph @view_unknown_sizes_stays {
+  %a = terra.feed 1 : tensor<?x?x64xf32>
+  %r = terra.op "aten.view"(%a) : (tensor<?x?x64xf32>) -> tensor<?x?x8x8xf32>
+  terra.fetch 0 %r : tensor<?x?x8x8xf32>
+}

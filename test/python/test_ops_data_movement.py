@@ -1,0 +1,291 @@
+"""Numerical tests of the data-movement lowerings (reshapes, transposes,
+broadcasts, slicing, concatenation, gathers, embedding and their backward
+ops) against eager PyTorch, through the compiled path. Data movement is
+exact, so the tolerance is zero."""
+import pytest
+import torch
+
+from oprunner import check_expected, check_op
+
+torch.manual_seed(0)
+A = torch.ops.aten
+EXACT = {"rtol": 0, "atol": 0}
+INT64_MAX = 2**63 - 1
+
+
+def rand(*shape):
+    return torch.randn(shape, dtype=torch.float32)
+
+
+# --- Reshapes ------------------------------------------------------------
+
+@pytest.mark.parametrize("src,dst", [
+    ((2, 3, 4), (6, 4)), ((2, 3, 4), (2, 12)), ((2, 3, 4), (24,)), ((2, 3, 4), (4, 3, 2)),
+    ((2, 3, 4), (2, 1, 3, 4)), ((2, 3, 4), (1, 24, 1)), ((3, 4), (2, 6)), ((6,), (1, 2, 1, 3, 1)),
+    ((1, 5, 1), (5,)), ((), (1, 1)), ((1,), ()), ((2, 3), (2, 3)), ((4, 6), (3, 8)),
+])
+@pytest.mark.parametrize("name", ["aten.view", "aten._unsafe_view"])
+def test_view_static(name, src, dst):
+    check_op(name, [rand(*src)], {"size": list(dst)}, **EXACT)
+
+
+def test_reshape_minus_one_and_ints():
+    x = torch.arange(24).reshape(2, 3, 4)
+    check_op("aten.reshape", [x], {"shape": [-1, 4]}, **EXACT)
+    check_op("aten.view", [rand(5, 6)], {"size": [3, -1]}, **EXACT)
+    check_op("aten.flatten.using_ints", [rand(2, 3, 4, 5)], {"start_dim": 1, "end_dim": 2}, **EXACT)
+
+
+@pytest.mark.parametrize("src,size", [
+    ((8, 3, 4), [8, 12]), ((8, 12), [8, 3, 4]), ((6, 4), [-1, 2, 4]), ((5, 2, 3), [-1]),
+    ((4, 6), [-1, 3]), ((7, 1, 4), [7, 4]), ((3, 2, 5), [-1, 5, 1]),
+])
+def test_view_dynamic_batch(src, size):
+    check_op("aten.view", [rand(*src)], {"size": size}, dynamic=[0], **EXACT)
+
+
+def test_view_two_dynamic_dims():
+    # Batch and sequence both dynamic: merging them is a collapse; splitting
+    # needs the size arg (tensor.reshape with a shape tensor).
+    check_op("aten.view", [rand(4, 6, 8)], {"size": [-1, 8]}, dynamic=[0, 1], **EXACT)
+    check_op("aten.view", [rand(4, 6, 8)], {"size": [4, -1, 2, 4]}, dynamic=[0, 1], **EXACT)
+    check_op("aten.view", [rand(24, 8)], {"size": [4, 6, 8]}, dynamic=[0, 1], **EXACT)
+
+
+def test_unflatten_and_squeeze_dims():
+    x = rand(2, 12, 3)
+    check_expected("aten.unflatten.int", [x], {"dim": 1, "sizes": [3, 4]}, x.unflatten(1, (3, 4)),
+                   **EXACT)
+    # squeeze.dims (torch 2.x) drops the listed unit dims.
+    y = rand(1, 3, 1, 2)
+    check_expected("aten.squeeze.dims", [y], {"dim": [0, -2]}, y.squeeze(2).squeeze(0), **EXACT)
+    check_expected("aten.squeeze.dims", [y], {"dim": [1]}, y, **EXACT)
+
+
+def test_reshape_alias_contiguous():
+    check_op("aten._reshape_alias", [rand(2, 3, 4)], {"size": [6, 4], "stride": [4, 1]}, **EXACT)
+
+
+# --- Transposes and broadcasts ---------------------------------------------
+
+@pytest.mark.parametrize("shape,dims", [((2, 3, 4), [2, 0, 1]), ((2, 3, 4), [-1, 0, 1]),
+                                        ((5, 7), [1, 0]), ((2, 3, 4, 5), [0, 2, 1, 3]),
+                                        ((3,), [0])])
+def test_permute(shape, dims):
+    check_op("aten.permute", [rand(*shape)], {"dims": dims}, **EXACT)
+    check_op("aten.permute", [torch.randint(0, 9, shape)], {"dims": dims}, **EXACT)
+
+
+def test_permute_dynamic():
+    check_op("aten.permute", [rand(6, 3, 4)], {"dims": [1, 2, 0]}, dynamic=[0], **EXACT)
+
+
+@pytest.mark.parametrize("d0,d1", [(0, 1), (0, -1), (-2, -1), (1, 1)])
+def test_transpose(d0, d1):
+    check_op("aten.transpose.int", [rand(2, 3, 5)], {"dim0": d0, "dim1": d1}, **EXACT)
+
+
+def test_transpose_dynamic_and_t():
+    check_op("aten.transpose.int", [rand(7, 3)], {"dim0": 0, "dim1": 1}, dynamic=[0], **EXACT)
+    check_op("aten.t", [rand(4, 6)], **EXACT)
+    check_op("aten.t", [rand(4)], **EXACT)
+    check_op("aten.t", [rand(5, 2)], dynamic=[0], **EXACT)
+
+
+@pytest.mark.parametrize("shape,size", [((3, 1), [2, 3, 4]), ((1,), [5]), ((3, 1), [-1, 4]),
+                                        ((), [2, 3]), ((2, 1, 3), [4, 2, 5, 3]),
+                                        ((4,), [2, 4])])
+def test_expand(shape, size):
+    check_op("aten.expand", [rand(*shape)], {"size": size}, **EXACT)
+
+
+def test_expand_dynamic():
+    check_op("aten.expand", [rand(6, 1)], {"size": [-1, 5]}, dynamic=[0], **EXACT)
+    check_op("aten.expand", [rand(6, 1, 2)], {"size": [-1, 3, 2]}, dynamic=[0], **EXACT)
+
+
+# --- Squeeze / unsqueeze ---------------------------------------------------
+
+@pytest.mark.parametrize("shape,dim", [((3, 4), 0), ((3, 4), 1), ((3, 4), 2), ((3, 4), -1),
+                                       ((3, 4), -3), ((), 0), ((5,), -1)])
+def test_unsqueeze(shape, dim):
+    check_op("aten.unsqueeze", [rand(*shape)], {"dim": dim}, **EXACT)
+
+
+def test_unsqueeze_dynamic():
+    check_op("aten.unsqueeze", [rand(5, 3)], {"dim": 1}, dynamic=[0], **EXACT)
+    check_op("aten.unsqueeze", [rand(5, 3)], {"dim": 0}, dynamic=[0], **EXACT)
+
+
+@pytest.mark.parametrize("shape,dim", [((3, 1, 4), 1), ((3, 1, 4), -2), ((3, 1, 4), 0),
+                                       ((1,), 0), ((4, 1), -1), ((), 0)])
+def test_squeeze_dim(shape, dim):
+    check_op("aten.squeeze.dim", [rand(*shape)], {"dim": dim}, **EXACT)
+
+
+def test_squeeze_all_and_dynamic():
+    check_op("aten.squeeze", [rand(1, 3, 1, 2, 1)], **EXACT)
+    check_op("aten.squeeze.dim", [rand(5, 1, 4)], {"dim": 1}, dynamic=[0], **EXACT)
+    check_op("aten.squeeze.dim", [rand(5, 1, 4)], {"dim": 0}, dynamic=[0], **EXACT)
+
+
+# --- Slicing -------------------------------------------------------------
+
+@pytest.mark.parametrize("args", [
+    {"dim": 1, "start": 1, "end": INT64_MAX, "step": 2},
+    {"dim": 1, "start": -3, "end": -1, "step": 1},
+    {"dim": 0, "end": 2},
+    {"dim": 2, "start": None, "end": None, "step": 2},
+    {"dim": -1, "start": 2, "end": 100, "step": 3},
+    {"dim": 1, "start": -100, "end": 4, "step": 1},
+    {"dim": 0, "start": 1},
+    {"dim": 1, "start": 5, "end": 2},
+    {"dim": 1, "start": 10, "end": INT64_MAX},
+])
+def test_slice(args):
+    check_op("aten.slice.Tensor", [rand(4, 7, 5)], args, **EXACT)
+
+
+@pytest.mark.parametrize("args", [
+    {"dim": 0, "start": 1, "end": -1, "step": 1},
+    {"dim": 0, "start": 0, "end": INT64_MAX, "step": 2},
+    {"dim": 0, "start": -2, "end": INT64_MAX, "step": 1},
+    {"dim": 1, "start": 1, "end": 3, "step": 1},
+])
+def test_slice_dynamic(args):
+    check_op("aten.slice.Tensor", [rand(9, 5)], args, dynamic=[0], **EXACT)
+
+
+@pytest.mark.parametrize("shape,dim,index", [((4, 7, 5), 1, -1), ((4, 7, 5), 0, 2),
+                                             ((4, 7, 5), -1, 0), ((6,), 0, 3)])
+def test_select(shape, dim, index):
+    check_op("aten.select.int", [rand(*shape)], {"dim": dim, "index": index}, **EXACT)
+
+
+def test_select_dynamic():
+    check_op("aten.select.int", [rand(6, 3)], {"dim": 0, "index": -1}, dynamic=[0], **EXACT)
+    check_op("aten.select.int", [rand(6, 3)], {"dim": 1, "index": 2}, dynamic=[0], **EXACT)
+
+
+def test_slice_and_select_backward():
+    g = rand(4, 3, 5)
+    check_op("aten.slice_backward", [g], {"input_sizes": [4, 7, 5], "dim": 1, "start": 1,
+                                          "end": INT64_MAX, "step": 2}, **EXACT)
+    check_op("aten.slice_backward", [rand(4, 2, 5)], {"input_sizes": [4, 7, 5], "dim": -2,
+                                                      "start": -3, "end": -1, "step": 1}, **EXACT)
+    check_op("aten.select_backward", [rand(4, 5)], {"input_sizes": [4, 7, 5], "dim": 1,
+                                                    "index": -2}, **EXACT)
+    check_op("aten.select_backward", [rand(6, 5)], {"input_sizes": [6, 3, 5], "dim": 1,
+                                                    "index": 0}, dynamic=[0], **EXACT)
+    check_op("aten.slice_backward", [rand(6, 2)], {"input_sizes": [6, 5], "dim": 1, "start": 1,
+                                                   "end": 5, "step": 2}, dynamic=[0], **EXACT)
+
+
+# --- Concatenation -------------------------------------------------------
+
+def cat_case(tensors, dim, **kw):
+    expected = A.cat(list(tensors), dim)
+    check_expected("aten.cat", tensors, {"dim": dim}, expected, **EXACT, **kw)
+
+
+def test_cat():
+    cat_case([rand(2, 3), rand(4, 3)], 0)
+    cat_case([rand(2, 3), rand(2, 1), rand(2, 5)], 1)
+    cat_case([rand(2, 3, 2), rand(2, 3, 1)], -1)
+    cat_case([rand(5)], 0)
+    cat_case([torch.randint(0, 5, (2, 2)), torch.randint(0, 5, (1, 2))], 0)
+    # Mixed dtypes promote to the result type.
+    cat_case([rand(2, 2), torch.randint(0, 5, (1, 2))], 0)
+    # PyTorch skips legacy empty 1-d tensors.
+    cat_case([rand(2, 3), torch.empty(0), rand(1, 3)], 0)
+
+
+def test_cat_dynamic():
+    cat_case([rand(5, 3), rand(5, 2)], 1, dynamic=[0])
+    cat_case([rand(5, 3), rand(2, 3), rand(1, 3)], 0, dynamic=[0])
+
+
+def stack_case(tensors, dim, **kw):
+    expected = A.stack(list(tensors), dim)
+    check_expected("aten.stack", tensors, {"dim": dim}, expected, **EXACT, **kw)
+
+
+def test_stack():
+    for dim in (0, 1, 2, -1, -3):
+        stack_case([rand(2, 3), rand(2, 3), rand(2, 3)], dim)
+    stack_case([rand(), rand()], 0)
+    stack_case([rand(4, 3), rand(4, 3)], 1, dynamic=[0])
+
+
+# --- Gathers -------------------------------------------------------------
+
+def test_index_select():
+    x = rand(5, 4, 3)
+    for dim, idx in [(0, [4, 0, 0, 2]), (1, [3]), (-1, [2, 1, 0, 1, 2])]:
+        i = torch.tensor(idx)
+        check_expected("aten.index_select", [x, i], {"dim": dim}, A.index_select(x, dim, i), **EXACT)
+    i32 = torch.tensor([1, 3], dtype=torch.int32)
+    check_expected("aten.index_select", [x, i32], {"dim": 1}, A.index_select(x, 1, i32), **EXACT)
+    i0 = torch.tensor(2)
+    check_expected("aten.index_select", [x, i0], {"dim": 0}, A.index_select(x, 0, i0), **EXACT)
+
+
+def test_index_select_dynamic():
+    x, i = rand(6, 4), torch.tensor([0, 5, 2, 2, 1, 3, 4])
+    check_expected("aten.index_select", [x, i], {"dim": 0}, A.index_select(x, 0, i),
+                   dynamic=[0], **EXACT)
+
+
+def test_gather():
+    x = rand(4, 5, 3)
+    i = torch.randint(0, 5, (4, 2, 3))
+    check_expected("aten.gather", [x, i], {"dim": 1}, A.gather(x, 1, i), **EXACT)
+    i = torch.randint(0, 4, (2, 5, 2))
+    check_expected("aten.gather", [x, i], {"dim": 0}, A.gather(x, 0, i), **EXACT)
+    i = torch.randint(0, 3, (3, 3, 3))
+    check_expected("aten.gather", [x, i], {"dim": -1}, A.gather(x, -1, i), **EXACT)
+    x, i = rand(7, 4), torch.randint(0, 4, (7, 6))
+    check_expected("aten.gather", [x, i], {"dim": 1}, A.gather(x, 1, i), dynamic=[0], **EXACT)
+
+
+def test_embedding():
+    w = rand(10, 4)
+    for shape in [(2, 3), (5,), ()]:
+        idx = torch.randint(0, 10, shape)
+        check_op("aten.embedding", [w, idx], **EXACT)
+    check_op("aten.embedding", [w, torch.randint(0, 10, (3,), dtype=torch.int32)], **EXACT)
+    check_op("aten.embedding", [w, torch.randint(0, 10, (6, 2))], {"padding_idx": 0}, **EXACT)
+
+
+def test_embedding_dynamic():
+    w, idx = rand(10, 4), torch.randint(0, 10, (7, 3))
+    check_expected("aten.embedding", [w, idx], {}, A.embedding(w, idx), dynamic=[0], **EXACT)
+
+
+@pytest.mark.parametrize("padding_idx", [-1, 2])
+@pytest.mark.parametrize("scale", [False, True])
+def test_embedding_dense_backward(padding_idx, scale):
+    idx = torch.tensor([[2, 5, 2], [0, 2, 9]])
+    g = rand(2, 3, 4)
+    args = {"num_weights": 10, "padding_idx": padding_idx, "scale_grad_by_freq": scale}
+    check_op("aten.embedding_dense_backward", [g, idx], args)
+
+
+def test_embedding_dense_backward_shapes():
+    args = {"num_weights": 7, "padding_idx": -1, "scale_grad_by_freq": False}
+    check_op("aten.embedding_dense_backward", [rand(5, 3), torch.randint(0, 7, (5,))], args)
+    check_op("aten.embedding_dense_backward", [rand(3), torch.tensor(4)], args)
+    check_op("aten.embedding_dense_backward", [rand(6, 3), torch.randint(0, 7, (6,))], args,
+             dynamic=[0])
+    idx = torch.randint(0, 7, (4, 2))
+    check_op("aten.embedding_dense_backward", [rand(4, 2, 3), idx], args, dynamic=[0])
+
+
+def test_embedding_backward_matches_autograd():
+    w = rand(12, 5).requires_grad_()
+    idx = torch.randint(0, 12, (8, 4))
+    out = torch.nn.functional.embedding(idx, w, padding_idx=3)
+    g = rand(8, 4, 5)
+    out.backward(g)
+    args = {"num_weights": 12, "padding_idx": 3, "scale_grad_by_freq": False}
+    check_expected("aten.embedding_dense_backward", [g, idx], args, w.grad)
