@@ -1,0 +1,218 @@
+"""Sites: where in the program an op ran, as a call stack.
+
+A site is part of an op's identity when traces are merged (spec 1.4.4): two
+ops are the same TraceGraph node only if they ran at the same site. It is
+the Python call stack from the frame that issued the op up to the step
+function's own frame, with the bytecode offset (`f_lasti`) of every frame,
+so two ops on one line and one helper called from two places stay apart.
+Frames of the caller of the step function are left out: the same step
+called from two places in a training loop is the same program.
+
+Ops the autograd engine runs have no user frames of their own (they all
+show the `loss.backward()` line); `BackwardSites` gives them a stable site
+derived from the forward op that created their autograd node.
+"""
+from __future__ import annotations
+
+import os
+import types
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import torch
+
+from . import mlir_text
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame: file, function (qualified name), line, bytecode offset."""
+
+    file: str
+    function: str
+    line: int
+    offset: int
+
+    def mlir(self) -> str:
+        """`"fn"("file":line:offset)` (a NameLoc around a FileLineColLoc)."""
+        loc = f"{mlir_text.string_literal(self.file)}:{self.line}:{self.offset}"
+        if not self.function:
+            return loc
+        return f"{mlir_text.string_literal(self.function)}({loc})"
+
+
+@dataclass(frozen=True)
+class Site:
+    """A call stack, innermost frame first."""
+
+    frames: tuple[Frame, ...]
+
+    def mlir(self) -> str:
+        """`callsite(inner at callsite(... at outer))`, the importer's shape."""
+        if not self.frames:
+            return "unknown"
+        text = self.frames[-1].mlir()
+        for f in reversed(self.frames[:-1]):
+            text = f"callsite({f.mlir()} at {text})"
+        return text
+
+    def under(self, frame: Frame) -> "Site":
+        """This site with `frame` as a new innermost frame."""
+        return Site((frame,) + self.frames)
+
+
+# The dispatch-mode machinery's own frame (torch 1.13 wraps every mode's
+# handler in one) says nothing about the program.
+_DISPATCH_FILE = os.path.join("torch", "utils", "_python_dispatch.py")
+
+
+def _own_frame(code: types.CodeType) -> bool:
+    path = os.path.abspath(code.co_filename)
+    return os.path.dirname(path) == _PACKAGE_DIR or path.endswith(_DISPATCH_FILE)
+
+
+def capture(start: Optional[types.FrameType], stop: Optional[types.FrameType]) -> tuple[Site, bool]:
+    """The site of the frames from `start` outwards, up to and including the
+    frame whose caller is `stop` (the step function's frame). Frames of this
+    package are skipped. Returns (site, reached): `reached` is False when
+    `stop` is not on the stack (the op ran on another thread, e.g. an
+    autograd device thread, or outside the step)."""
+    frames = []
+    f = start
+    while f is not None and f is not stop:
+        code = f.f_code
+        if not _own_frame(code):
+            name = getattr(code, "co_qualname", code.co_name)
+            frames.append(Frame(code.co_filename, name, f.f_lineno or 0, max(f.f_lasti, 0)))
+        f = f.f_back
+    return Site(tuple(frames)), f is stop
+
+
+_ENGINE_ENTRIES = {"backward", "grad", "_engine_run_backward"}
+
+
+def is_engine_site(site: Site, reached: bool) -> bool:
+    """True if the op was issued by the autograd engine rather than by Python
+    code: the innermost Python frame is the engine's entry point
+    (`torch.autograd.backward`/`grad`), or no frame of the step is on the
+    stack at all (a device thread)."""
+    if not reached or not site.frames:
+        return True
+    f = site.frames[0]
+    return f.function in _ENGINE_ENTRIES and "torch" + os.sep + "autograd" + os.sep in f.file.replace("/", os.sep)
+
+
+AUTOGRAD_FILE = "<autograd>"
+STATE_FILE = "<state>"
+
+
+class BackwardSites:
+    """Gives each op the autograd engine runs a site derived from the forward
+    op that created its autograd node.
+
+    While the forward runs, every recorded op's outputs are remembered; once
+    autograd has attached their `grad_fn` (visible at the next recorded op),
+    the node gets a post hook and the forward op's site. During backward,
+    ops are buffered until a node's post hook fires (the engine runs one node
+    at a time on the CPU, and post hooks run right after the node): the
+    buffered ops then get the site
+
+        callsite("<NodeName>"("<autograd>":0:k) at <forward op's site>)
+
+    with k the op's index within that node. Gradient accumulation into a
+    leaf (AccumulateGrad) is attributed to the leaf's state name, e.g.
+    `callsite("AccumulateGrad"("<autograd>":0:k) at "param:fc1.weight"("<state>":0:0))`.
+    Ops no post hook claims (the engine's own gradient sums after the last
+    node, or nodes created outside any recorded op) get their position in
+    the backward pass: `"backward"("<autograd>":0:k)` at the backward() call.
+    """
+
+    def __init__(self, leaf_name: Callable[[torch.Tensor], Optional[str]]):
+        self._leaf_name = leaf_name
+        self._recent: list[tuple[Any, Site]] = []  # (weakref to output, forward site)
+        self._nodes: dict[Any, tuple[Site, str]] = {}  # grad_fn -> (site, label)
+        self._counts: dict[Any, int] = {}
+        self._handles: list[Any] = []
+        self._pending: list[tuple[Any, Site]] = []  # (op record, engine call-site)
+        self._leaves = 0
+        self._position = 0
+        self._assign: Callable[[Any, Site], None] = lambda rec, site: None
+
+    def bind(self, assign: Callable[[Any, Site], None]) -> None:
+        """`assign(record, site)` sets a recorded op's site."""
+        self._assign = assign
+
+    # -- forward side ------------------------------------------------------
+    def forward_outputs(self, outputs: list[torch.Tensor], site: Site) -> None:
+        """Remembers a forward op's outputs to find their autograd node later."""
+        for t in outputs:
+            try:
+                self._recent.append((weakref.ref(t), site))
+            except TypeError:
+                pass
+
+    def resolve(self) -> None:
+        """Hooks the autograd nodes of the outputs remembered so far."""
+        recent, self._recent = self._recent, []
+        for ref, site in recent:
+            t = ref()
+            node = getattr(t, "grad_fn", None) if t is not None else None
+            if node is None or node in self._nodes:
+                continue
+            self._hook(node, site, type(node).__name__)
+            for nxt, _ in getattr(node, "next_functions", ()):
+                if nxt is not None and type(nxt).__name__ == "AccumulateGrad" and nxt not in self._nodes:
+                    var = getattr(nxt, "variable", None)
+                    name = self._leaf_name(var) if var is not None else None
+                    if name is None:
+                        name = f"leaf{self._leaves}"
+                        self._leaves += 1
+                    self._hook(nxt, Site((Frame(STATE_FILE, name, 0, 0),)), "AccumulateGrad")
+
+    def _hook(self, node: Any, site: Site, label: str) -> None:
+        self._nodes[node] = (site, label)
+        self._counts[node] = 0
+        try:
+            self._handles.append(node.register_hook(lambda gi, go, node=node: self._fired(node)))
+        except (AttributeError, RuntimeError):
+            pass  # cannot hook: its ops fall back to positional sites
+
+    # -- backward side -----------------------------------------------------
+    def engine_op(self, record: Any, call_site: Site) -> None:
+        """Buffers an op the engine ran until its node's post hook fires."""
+        self._pending.append((record, call_site))
+
+    def _fired(self, node: Any) -> None:
+        site, label = self._nodes[node]
+        for record, _ in self._pending:
+            k = self._counts[node]
+            self._counts[node] = k + 1
+            self._assign(record, site.under(Frame(AUTOGRAD_FILE, label, 0, k)))
+            self._position += 1
+        self._pending.clear()
+
+    def flush(self) -> None:
+        """Gives the ops no node claimed their position in the backward pass
+        (called when Python code runs again after the engine)."""
+        for record, call_site in self._pending:
+            self._assign(record, call_site.under(Frame(AUTOGRAD_FILE, "backward", 0, self._position)))
+            self._position += 1
+        self._pending.clear()
+
+    def backward_started(self) -> None:
+        """A new backward pass starts counting positions from zero."""
+        self._position = 0
+
+    def close(self) -> None:
+        """Removes every hook (end of the iteration) and drops the nodes."""
+        self.flush()
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        self._nodes.clear()
+        self._counts.clear()
+        self._recent.clear()
+

@@ -1,0 +1,155 @@
+"""Persistent state: the tensors that outlive one iteration.
+
+Parameters, their gradients, optimizer state and module buffers are read
+by the graph as `terra.state "<name>"` rather than fed, and their final
+values are committed back after the iteration. Each gets a stable name,
+independent of object identity (a gradient or a momentum buffer is a new
+tensor object in some iterations):
+
+    param:<module path>          e.g. param:fc1.weight
+    grad:<module path>           its .grad
+    optim:<module path>:<key>    e.g. optim:fc1.weight:momentum_buffer
+    buffer:<module path>         e.g. buffer:bn.running_mean
+
+Parameters an optimizer holds that no given module names are called
+`opt<i>.group<j>.<k>`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Optional
+
+import torch
+
+
+@dataclass
+class StateSlot:
+    """Where one named piece of state lives: read it, or replace it."""
+
+    name: str
+    get: Callable[[], Optional[torch.Tensor]]
+    set: Callable[[Optional[torch.Tensor]], None]
+
+
+class StateRegistry:
+    """Enumerates the persistent state of some modules and optimizers."""
+
+    def __init__(self, modules: Iterable[torch.nn.Module] = (),
+                 optimizers: Iterable[torch.optim.Optimizer] = ()):
+        self.modules = list(modules)
+        self.optimizers = list(optimizers)
+
+    def _param_names(self) -> dict[int, str]:
+        names: dict[int, str] = {}
+        multi = len(self.modules) > 1
+        for mi, m in enumerate(self.modules):
+            for n, p in m.named_parameters():
+                names.setdefault(id(p), f"m{mi}.{n}" if multi else n)
+        for oi, opt in enumerate(self.optimizers):
+            for gi, group in enumerate(opt.param_groups):
+                for k, p in enumerate(group["params"]):
+                    names.setdefault(id(p), f"opt{oi}.group{gi}.{k}")
+        return names
+
+    def slots(self) -> list[StateSlot]:
+        """Every slot, in a deterministic order (params with their grads,
+        then optimizer state, then buffers). Slots whose tensor is None
+        (a parameter without a gradient) are included."""
+        out: list[StateSlot] = []
+        names = self._param_names()
+        params: list[torch.Tensor] = []
+        seen: set[int] = set()
+        for m in self.modules:
+            for p in m.parameters():
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    params.append(p)
+        for opt in self.optimizers:
+            for group in opt.param_groups:
+                for p in group["params"]:
+                    if id(p) not in seen:
+                        seen.add(id(p))
+                        params.append(p)
+        for p in params:
+            n = names[id(p)]
+            out.append(StateSlot(f"param:{n}", lambda p=p: p, _param_setter(p)))
+            out.append(StateSlot(f"grad:{n}", lambda p=p: p.grad, _grad_setter(p)))
+        for opt in self.optimizers:
+            for p in params:
+                st = opt.state.get(p)
+                if not st:
+                    continue
+                for key in sorted(st, key=str):
+                    if isinstance(st[key], torch.Tensor):
+                        out.append(StateSlot(f"optim:{names[id(p)]}:{key}",
+                                             lambda st=st, key=key: st.get(key),
+                                             _dict_setter(st, key)))
+        multi = len(self.modules) > 1
+        for mi, m in enumerate(self.modules):
+            for n, b in m.named_buffers():
+                if b is None:
+                    continue
+                owner, _, attr = (f"{n}".rpartition("."))
+                mod = m.get_submodule(owner) if owner else m
+                name = f"buffer:m{mi}.{n}" if multi else f"buffer:{n}"
+                out.append(StateSlot(name, lambda mod=mod, attr=attr: getattr(mod, attr),
+                                     _attr_setter(mod, attr)))
+        return out
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """name -> tensor for every slot that holds one now."""
+        return {s.name: t for s in self.slots() if (t := s.get()) is not None}
+
+    def slot(self, name: str) -> StateSlot:
+        for s in self.slots():
+            if s.name == name:
+                return s
+        raise KeyError(f"no persistent state named {name!r}")
+
+
+def _assign(target: torch.Tensor, value: torch.Tensor) -> None:
+    with torch.no_grad():
+        target.copy_(value)
+
+
+def _param_setter(p: torch.Tensor) -> Callable[[Optional[torch.Tensor]], None]:
+    def set_(value: Optional[torch.Tensor]) -> None:
+        if value is None:
+            raise ValueError("a parameter cannot be set to None")
+        _assign(p, value)
+    return set_
+
+
+def _grad_setter(p: torch.Tensor) -> Callable[[Optional[torch.Tensor]], None]:
+    def set_(value: Optional[torch.Tensor]) -> None:
+        if value is None:
+            p.grad = None
+        elif p.grad is not None and p.grad.shape == value.shape and p.grad.dtype == value.dtype:
+            _assign(p.grad, value)
+        else:
+            p.grad = value.detach().clone()
+    return set_
+
+
+def _dict_setter(d: dict, key: object) -> Callable[[Optional[torch.Tensor]], None]:
+    def set_(value: Optional[torch.Tensor]) -> None:
+        cur = d.get(key)
+        if value is None:
+            d.pop(key, None)
+        elif isinstance(cur, torch.Tensor) and cur.shape == value.shape and cur.dtype == value.dtype:
+            _assign(cur, value)
+        else:
+            d[key] = value.detach().clone()
+    return set_
+
+
+def _attr_setter(mod: torch.nn.Module, attr: str) -> Callable[[Optional[torch.Tensor]], None]:
+    def set_(value: Optional[torch.Tensor]) -> None:
+        cur = getattr(mod, attr)
+        if value is None:
+            setattr(mod, attr, None)
+        elif isinstance(cur, torch.Tensor) and cur.shape == value.shape and cur.dtype == value.dtype:
+            _assign(cur, value)
+        else:
+            setattr(mod, attr, value.detach().clone())
+    return set_

@@ -1,0 +1,490 @@
+"""The tracer: runs a step function eagerly and records one `terra.trace`
+per call (spec 1.4; conventions in docs/tracing.md).
+
+A TorchDispatchMode sees every aten op below autograd: the forward, the
+ops the autograd engine runs for `loss.backward()`, and the optimizer's
+updates. Each is recorded as `terra.op "aten.<op>[.<overload>]"` with its
+tensor operands, its other arguments as `args`, its results' types and its
+site. An operand's provenance decides what it becomes in the trace:
+
+* produced by an op recorded earlier in this call -> that SSA value;
+* a registered persistent tensor (parameter, gradient, optimizer state,
+  buffer) -> `terra.state "<name>"`;
+* anything else (input batches, tensors from Python scalars, tensors made
+  before the step) -> `terra.feed`, remembered with where it came from.
+
+Tensors are identified by their memory and view (data pointer, shape,
+strides, dtype, device), not by Python object: autograd hands saved
+tensors back as new objects, and `detach()` makes new objects for the same
+memory. Storage of every traced tensor is kept alive until the call ends so
+an address is never reused within one trace.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+import threading
+import types
+from typing import Any, Callable, Iterator, Optional, Sequence, Union
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import mlir_text
+from .sites import BackwardSites, Frame, Site, capture, is_engine_site
+from .state import StateRegistry
+from .trace import (ArgSource, ConstSource, FeedEvent, FetchEvent, Materialization, OpEvent,
+                    StateEvent, StateSource, TensorType, Trace, ValueRef, module_text)
+
+# Ops that only make a new Python view of the same memory (or touch only
+# autograd metadata): their output keeps its input's provenance.
+ALIAS_OPS = frozenset({"aten.detach", "aten.alias", "aten.lift_fresh", "aten.lift", "aten.detach_"})
+# Ops that read metadata only; they have no tensor result and no value.
+METADATA_OPS = frozenset({"aten.is_same_size", "aten.sym_size", "aten.sym_stride", "aten.sym_numel",
+                          "aten.sym_storage_offset", "aten.size", "aten.stride", "aten.numel",
+                          "aten.dim", "aten.is_contiguous"})
+# Ops whose schema (torch 1.13) does not mark arguments they write in place.
+UNMARKED_WRITES = {"aten.native_batch_norm": ("running_mean", "running_var"),
+                   "aten._native_batch_norm_legit": ("running_mean", "running_var"),
+                   "aten.cudnn_batch_norm": ("running_mean", "running_var"),
+                   "aten.miopen_batch_norm": ("running_mean", "running_var")}
+# Argument kinds that do not change what an op computes in the graph.
+_IGNORED_ARG_NAMES = frozenset({"pin_memory", "non_blocking"})
+_IGNORED_ARG_TYPES = (torch.device, torch.layout, torch.memory_format)
+
+# Tensor methods that hand a value to Python (materializations) -> kind.
+MATERIALIZERS = {"item": "item", "tolist": "tolist", "numpy": "numpy", "__array__": "numpy",
+                 "__float__": "float", "__int__": "int", "__bool__": "bool", "__index__": "index",
+                 "__repr__": "repr", "__format__": "format"}
+
+Key = tuple
+
+
+def op_name(func: Any) -> str:
+    """`aten.addmm` for aten.addmm.default, `aten.add.Tensor` otherwise:
+    the lowering registry's names (the "default" overload is dropped)."""
+    name = str(func)
+    return name[: -len(".default")] if name.endswith(".default") else name
+
+
+def _namespace(func: Any) -> str:
+    return func._schema.name.split("::", 1)[0]
+
+
+def _is_tensor_type(type_text: str) -> bool:
+    return "Tensor" in type_text
+
+
+class TraceProblem(Exception):
+    """Why an op cannot be recorded faithfully (kept in Trace.problems)."""
+
+
+class _Recorder(TorchDispatchMode):
+    """Records one call of the step function."""
+
+    def __init__(self, registry: StateRegistry, call_args: tuple, call_kwargs: dict,
+                 stop: types.FrameType):
+        super().__init__()
+        self.trace = Trace()
+        self.registry = registry
+        self.stop = stop
+        self.paused = 0
+        self.thread = threading.get_ident()
+        self.producers: dict[Key, ValueRef] = {}
+        self.views: dict[tuple, set[Key]] = {}
+        self.stale: set[Key] = set()
+        self.keepalive: list[Any] = []
+        self.in_engine = False
+        # Persistent state at the start of the call.
+        self.initial: dict[str, Key] = {}
+        self.state_by_key: dict[Key, str] = {}
+        self.state_bases: dict[tuple, str] = {}
+        self.state_reads: dict[str, ValueRef] = {}
+        # Tensor arguments of the call, by where they sit in (args, kwargs).
+        self.arg_paths: dict[Key, tuple] = {}
+        try:
+            for name, t in registry.tensors().items():
+                k = self.key(t)
+                self.initial[name] = k
+                self.state_by_key.setdefault(k, name)
+                self.state_bases.setdefault(self.base(t), name)
+            for path, t in _tensors_in((call_args, call_kwargs), ()):
+                self.arg_paths.setdefault(self.key(t), (("args", "kwargs")[path[0]],) + path[1:])
+        except Exception as exc:  # e.g. a sparse parameter: still run the step
+            self.problem(f"cannot identify the state or arguments: {exc!r}")
+        self.backward = BackwardSites(self._leaf_name)
+        self.backward.bind(self._set_site)
+
+    # -- identity ----------------------------------------------------------
+    @staticmethod
+    def key(t: torch.Tensor) -> Key:
+        if t.numel() == 0:
+            return ("empty", id(t))
+        return (t.device, t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
+
+    @staticmethod
+    def base(t: torch.Tensor) -> tuple:
+        return (t.device, t.data_ptr() - t.storage_offset() * t.element_size())
+
+    def _keep(self, t: torch.Tensor) -> None:
+        storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+        self.keepalive.append(storage)
+
+    def _leaf_name(self, t: torch.Tensor) -> Optional[str]:
+        return self.state_by_key.get(self.key(t))
+
+    def _set_site(self, record: OpEvent, site: Site) -> None:
+        record.site = site
+
+    @contextlib.contextmanager
+    def pause(self) -> Iterator[None]:
+        """Runs torch code of the tracer itself without recording it."""
+        self.paused += 1
+        try:
+            yield
+        finally:
+            self.paused -= 1
+
+    def problem(self, text: str) -> None:
+        if text not in self.trace.problems:
+            self.trace.problems.append(text)
+
+    # -- provenance ----------------------------------------------------------
+    def _append(self, event: Any) -> int:
+        self.trace.events.append(event)
+        return len(self.trace.events) - 1
+
+    def value_of(self, t: torch.Tensor, site: Site) -> ValueRef:
+        """The SSA value of an operand; makes a state read or a feed for a
+        tensor the trace has not seen."""
+        k = self.key(t)
+        if k in self.stale:
+            self.problem(f"reads a tensor after an in-place write through another view of its memory "
+                         f"(shape {list(t.shape)}); views are not modelled")
+        ref = self.producers.get(k)
+        if ref is not None:
+            return ref
+        ttype = TensorType.of(t)
+        mlir_text.element_type(t.dtype)
+        name = self.state_by_key.get(k)
+        if name is not None:
+            ref = ValueRef(self._append(StateEvent(name, ttype, site)))
+            self.state_reads[name] = ref
+        else:
+            owner = self.state_bases.get(self.base(t))
+            if owner is not None:
+                self.problem(f"reads a view of persistent state {owner} made outside the step")
+            path = self.arg_paths.get(k)
+            if path is not None:
+                source: Union[ArgSource, ConstSource] = ArgSource(path)
+            else:
+                with self.pause():
+                    source = ConstSource(t.detach().clone())
+            ref = ValueRef(self._append(FeedEvent(ttype, site, source)))
+        self._bind(t, ref)
+        return ref
+
+    def _bind(self, t: torch.Tensor, ref: ValueRef) -> None:
+        k = self.key(t)
+        self.producers[k] = ref
+        self.stale.discard(k)
+        self.views.setdefault(self.base(t), set()).add(k)
+        self._keep(t)
+
+    def _written(self, t: torch.Tensor) -> None:
+        """`t` was written in place: other views of its memory are stale."""
+        k = self.key(t)
+        for other in self.views.get(self.base(t), ()):
+            if other != k:
+                self.producers.pop(other, None)
+                self.stale.add(other)
+
+    def _check_writable(self, ref: ValueRef) -> None:
+        """An in-place write into a fed tensor would change the host's tensor
+        in eager mode but not in the graph: nothing commits feeds."""
+        if isinstance(self.trace.events[ref.event], FeedEvent):
+            self.problem("writes in place into a tensor from outside the step that is not registered "
+                         "state; the write would not be committed")
+
+    # -- ops -----------------------------------------------------------------
+    def __torch_dispatch__(self, func: Any, types_: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
+        kwargs = kwargs or {}
+        if self.paused or _namespace(func) != "aten":
+            return func(*args, **kwargs)
+        name = op_name(func)
+        try:
+            self.backward.resolve()
+            site, reached = capture(sys._getframe(1), self.stop)
+        except Exception as exc:  # never break the user's program
+            self.problem(f"tracer error before {name}: {exc!r}")
+            return func(*args, **kwargs)
+        if site.frames and site.frames[0].file.replace("\\", "/").endswith("torch/autograd/profiler.py"):
+            return func(*args, **kwargs)  # record_function bookkeeping
+        engine = is_engine_site(site, reached)
+        if engine and not self.in_engine:
+            self.backward.backward_started()
+        elif not engine:
+            self.backward.flush()
+        self.in_engine = engine
+        if name in ALIAS_OPS:
+            out = func(*args, **kwargs)
+            if isinstance(out, torch.Tensor) and args and isinstance(args[0], torch.Tensor):
+                ref = self.producers.get(self.key(args[0]))
+                if ref is not None and self.key(out) != self.key(args[0]):
+                    self._bind(out, ref)
+            return out
+        if name == "aten._local_scalar_dense":
+            return self.materialize(args[0], "item", lambda: func(*args, **kwargs), site)
+        try:
+            operands, op_args, written = self._operands(func, name, args, kwargs, site)
+        except Exception as exc:
+            self.problem(f"cannot record {name}: {exc}")
+            return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        try:
+            self._record(name, operands, op_args, written, out, site, engine)
+        except Exception as exc:
+            self.problem(f"cannot record {name}: {exc}")
+        return out
+
+    def _operands(self, func: Any, name: str, args: tuple, kwargs: dict,
+                  site: Site) -> tuple[list[ValueRef], dict[str, Any], list[torch.Tensor]]:
+        """Tensor operands (in schema order), the `args` dictionary, and the
+        tensors the op writes in place."""
+        operands: list[ValueRef] = []
+        op_args: dict[str, Any] = {}
+        written: list[torch.Tensor] = []
+        unmarked = UNMARKED_WRITES.get(name, ())
+        for i, a in enumerate(func._schema.arguments):
+            if i < len(args) and not a.kwarg_only:
+                v = args[i]
+            elif a.name in kwargs:
+                v = kwargs[a.name]
+            else:
+                continue
+            tensor_arg = _is_tensor_type(str(a.type))
+            if isinstance(v, torch.Tensor):
+                operands.append(self.value_of(v, site))
+                if (a.alias_info is not None and a.alias_info.is_write) or a.name in unmarked:
+                    written.append(v)
+                    self._check_writable(operands[-1])
+            elif isinstance(v, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in v):
+                for x in v:
+                    if x is None:
+                        raise TraceProblem(f"argument {a.name} is a tensor list with None entries")
+                    if not isinstance(x, torch.Tensor):
+                        raise TraceProblem(f"argument {a.name} mixes tensors and {type(x).__name__}")
+                    operands.append(self.value_of(x, site))
+                    if a.alias_info is not None and a.alias_info.is_write:
+                        written.append(x)
+                        self._check_writable(operands[-1])
+            elif v is None:
+                if tensor_arg:
+                    op_args[a.name] = None  # an absent optional tensor: `name = unit`
+            elif isinstance(v, _IGNORED_ARG_TYPES) or a.name in _IGNORED_ARG_NAMES:
+                continue
+            else:
+                op_args[a.name] = _python_value(v)
+                mlir_text.attribute(op_args[a.name])  # raises if it cannot be expressed
+        return operands, op_args, written
+
+    def _record(self, name: str, operands: list[ValueRef], op_args: dict[str, Any],
+                written: list[torch.Tensor], out: Any, site: Site, engine: bool) -> None:
+        outs = list(_flat_tensors(out))
+        if not outs:
+            if name not in METADATA_OPS:
+                self.problem(f"{name} returns no tensor; its Python result cannot come from the graph")
+            return
+        for t in outs:
+            mlir_text.element_type(t.dtype)
+        event = OpEvent(name, operands, op_args, [TensorType.of(t) for t in outs], site)
+        index = self._append(event)
+        out_keys = set()
+        for j, t in enumerate(outs):
+            self._bind(t, ValueRef(index, j))
+            out_keys.add(self.key(t))
+        for w in written:
+            if self.key(w) not in out_keys:
+                self.problem(f"{name} writes an argument in place without returning it "
+                             f"(shape {list(w.shape)}); the update is not expressible yet")
+            self._written(w)
+        if engine:
+            self.backward.engine_op(event, site)
+        else:
+            self.backward.forward_outputs(outs, site)
+
+    # -- materializations ------------------------------------------------------
+    def materialize(self, t: torch.Tensor, kind: str, call: Callable[[], Any],
+                    site: Optional[Site] = None) -> Any:
+        """Python reads `t`: a `terra.fetch` of its value if the trace computed
+        it, else a note of where the host finds it; then the real read."""
+        try:
+            if site is None:
+                self.backward.resolve()
+                site, _ = capture(sys._getframe(2), self.stop)
+            self.backward.flush()
+            self.in_engine = False
+            k = self.key(t)
+            ref = self.producers.get(k)
+            if ref is not None and not isinstance(self.trace.events[ref.event], (FeedEvent, StateEvent)):
+                fetch = FetchEvent(ref, TensorType.of(t), site, kind)
+                self._append(fetch)
+                entry = Materialization(kind, fetch=len(self.trace.fetches) - 1)
+            elif ref is not None:
+                ev = self.trace.events[ref.event]
+                entry = Materialization(kind, host=ev.source if isinstance(ev, FeedEvent) else StateSource(ev.name))
+            elif k in self.state_by_key:
+                entry = Materialization(kind, host=StateSource(self.state_by_key[k]))
+            elif k in self.arg_paths:
+                entry = Materialization(kind, host=ArgSource(self.arg_paths[k]))
+            else:
+                with self.pause():
+                    entry = Materialization(kind, host=ConstSource(t.detach().clone()))
+        except Exception as exc:
+            self.problem(f"cannot record a materialization ({kind}): {exc!r}")
+            entry = None
+        with self.pause():
+            result = call()
+        if entry is not None:
+            self.trace.materializations.append(entry)
+            self.trace.materialized.append(result)
+        return result
+
+    # -- end of the call -------------------------------------------------------
+    def finish(self) -> Trace:
+        """Closes the trace: state written during the call becomes end fetches."""
+        self.backward.resolve()
+        self.backward.close()
+        commit_site_of = lambda name: Site((Frame("<state>", name, 0, 0),))  # noqa: E731
+        for slot in self.registry.slots():
+            t = slot.get()
+            name = slot.name
+            if t is None:
+                if name in self.initial:
+                    self.trace.dropped_state.append(name)
+                continue
+            k = self.key(t)
+            if k in self.stale:
+                self.problem(f"the final value of {name} was written through another view")
+                continue
+            ref = self.producers.get(k)
+            if ref is None:
+                if self.initial.get(name) != k:
+                    self.problem(f"{name} now holds a tensor no recorded op produced")
+                continue
+            if ref == self.state_reads.get(name):
+                continue  # read, never written
+            if not isinstance(self.trace.events[ref.event], OpEvent):
+                self.problem(f"{name} now holds a fed or other state's tensor; not committed")
+                continue
+            self._append(FetchEvent(ref, TensorType.of(t), commit_site_of(name), "commit", name))
+        self.keepalive.clear()
+        return self.trace
+
+
+def _python_value(v: Any) -> Any:
+    """An argument as a plain Python value for the `args` dictionary."""
+    if isinstance(v, (bool, int, float, str, torch.dtype)):
+        return v
+    if isinstance(v, (list, tuple)):  # torch.Size included
+        return [_python_value(x) for x in v]
+    for kind in (int, float, bool):
+        sym = getattr(torch, "Sym" + kind.__name__.capitalize(), None)
+        if sym is not None and isinstance(v, sym):
+            return kind(v)
+    raise TraceProblem(f"argument of type {type(v).__name__} is not expressible")
+
+
+def _flat_tensors(out: Any) -> Iterator[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        yield out
+    elif isinstance(out, (list, tuple)):
+        for x in out:
+            yield from _flat_tensors(x)
+
+
+def _tensors_in(obj: Any, path: tuple) -> Iterator[tuple[tuple, torch.Tensor]]:
+    if isinstance(obj, torch.Tensor):
+        yield path, obj
+    elif isinstance(obj, (list, tuple)):
+        for i, x in enumerate(obj):
+            yield from _tensors_in(x, path + (i,))
+    elif isinstance(obj, dict):
+        for k, x in obj.items():
+            yield from _tensors_in(x, path + (k,))
+
+
+# -- materialization hooks on torch.Tensor ---------------------------------------
+_ACTIVE: Optional[_Recorder] = None
+_SAVED: dict[str, Any] = {}
+
+
+def _install_hooks() -> None:
+    for method, kind in MATERIALIZERS.items():
+        orig = getattr(torch.Tensor, method)
+        _SAVED[method] = torch.Tensor.__dict__.get(method, _MISSING)
+
+        def wrapper(self: torch.Tensor, *a: Any, _orig: Any = orig, _kind: str = kind, **k: Any) -> Any:
+            rec = _ACTIVE
+            if rec is None or rec.paused or rec.thread != threading.get_ident():
+                return _orig(self, *a, **k)
+            return rec.materialize(self, _kind, lambda: _orig(self, *a, **k))
+
+        functools.update_wrapper(wrapper, orig)
+        setattr(torch.Tensor, method, wrapper)
+
+
+def _remove_hooks() -> None:
+    for method, saved in _SAVED.items():
+        if saved is _MISSING:
+            delattr(torch.Tensor, method)
+        else:
+            setattr(torch.Tensor, method, saved)
+    _SAVED.clear()
+
+
+_MISSING = object()
+
+
+class StepTracer:
+    """Wraps a step function: each call runs it eagerly, as it is, and
+    records its trace (`traces`).
+
+        tracer = StepTracer(step, modules=[model], optimizers=[opt])
+        loss = tracer(x, y)             # runs step(x, y), records traces[0]
+        text = tracer.module_text()     # MLIR for terra-opt
+    """
+
+    def __init__(self, fn: Callable[..., Any], modules: Sequence[torch.nn.Module] = (),
+                 optimizers: Sequence[torch.optim.Optimizer] = ()):
+        self.fn = fn
+        self.registry = StateRegistry(modules, optimizers)
+        self.traces: list[Trace] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        global _ACTIVE
+        if _ACTIVE is not None:
+            raise RuntimeError("a step is already being traced in this process")
+        recorder = _Recorder(self.registry, args, kwargs, sys._getframe())
+        _ACTIVE = recorder
+        _install_hooks()
+        try:
+            with recorder:
+                result = self.fn(*args, **kwargs)
+        finally:
+            _remove_hooks()
+            _ACTIVE = None
+            try:
+                trace = recorder.finish()
+            except Exception as exc:  # never mask the step's own outcome
+                recorder.backward.close()
+                trace = recorder.trace
+                trace.problems.append(f"tracer error at the end of the step: {exc!r}")
+        self.traces.append(trace)
+        return result
+
+    def module_text(self, indices: Optional[Sequence[int]] = None) -> str:
+        """MLIR module with the traces (all, or those at `indices`)."""
+        chosen = range(len(self.traces)) if indices is None else indices
+        return module_text([self.traces[i] for i in chosen], [f"iter{i}" for i in chosen])
