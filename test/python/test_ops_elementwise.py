@@ -87,3 +87,11 @@ def test_mm_bmm_addmm():
 def test_dynamic_shapes():
     check_op("aten.add.Tensor", [rand(6, 4), rand(6, 4)], dynamic=[0])
     check_op("aten.mm", [rand(9, 4), rand(4, 2)], dynamic=[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("other", [0, 1, 2, 0.5])
+def test_bool_tensor_compared_with_a_number(other):
+    # Compared in the number's type: True == 2 is false, True > 0.5 is true.
+    flags = torch.tensor([True, False, True])
+    check_op("aten.eq.Scalar", [flags], {"other": other})
+    check_op("aten.gt.Scalar", [flags], {"other": other})

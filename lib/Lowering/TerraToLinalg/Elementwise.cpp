@@ -159,6 +159,13 @@ LogicalResult lowerCompare(DLOp op, ValueRange operands,
   Type in = cast<RankedTensorType>(operands[0].getType()).getElementType();
   bool tensorOther = operands.size() > 1 &&
                      cast<RankedTensorType>(operands[1].getType()).getRank() > 0;
+  if (!tensorOther && in.isInteger(1)) {
+    // bool tensor vs a number compares in the number's type (True == 2 is
+    // false), as PyTorch's type promotion does.
+    Attribute a = op.getArgsAttr() ? op.getArgsAttr().get("other") : nullptr;
+    in = isa_and_nonnull<FloatAttr>(a) ? Type(rw.getF64Type())
+                                       : Type(rw.getI64Type());
+  }
   Value other = tensorOther ? operands[1]
                             : scalarArgOrOperand(rw, op, operands, 1, "other", in);
   if (!other)

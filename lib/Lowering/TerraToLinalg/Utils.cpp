@@ -94,8 +94,8 @@ Value castScalar(OpBuilder &b, Location loc, Value v, Type to) {
 Value scalarConstant(OpBuilder &b, Location loc, Type type, double value) {
   if (isa<FloatType>(type))
     return arith::ConstantOp::create(b, loc, b.getFloatAttr(type, value));
-  return arith::ConstantOp::create(b, loc,
-                                   b.getIntegerAttr(type, int64_t(value)));
+  int64_t v = type.isInteger(1) ? value != 0 : int64_t(value);
+  return arith::ConstantOp::create(b, loc, b.getIntegerAttr(type, v));
 }
 
 Value scalarArgOrOperand(OpBuilder &b, DLOp op, ValueRange operands,
@@ -113,7 +113,9 @@ Value scalarArgOrOperand(OpBuilder &b, DLOp op, ValueRange operands,
   if (auto i = dyn_cast_or_null<IntegerAttr>(a)) {
     if (isa<FloatType>(type))
       return scalarConstant(b, loc, type, double(i.getInt()));
-    return arith::ConstantOp::create(b, loc, b.getIntegerAttr(type, i.getInt()));
+    // Like PyTorch, any non-zero number is true (no truncation to bit 0).
+    int64_t v = type.isInteger(1) ? i.getInt() != 0 : i.getInt();
+    return arith::ConstantOp::create(b, loc, b.getIntegerAttr(type, v));
   }
   if (auto f = dyn_cast_or_null<FloatAttr>(a))
     return castScalar(b, loc,
