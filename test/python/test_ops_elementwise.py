@@ -34,7 +34,7 @@ def test_add_alpha_and_scalar_variants():
 
 
 @pytest.mark.parametrize("name", ["aten.neg", "aten.exp", "aten.tanh", "aten.sigmoid",
-                                  "aten.relu", "aten.silu", "aten.sqrt", "aten.rsqrt", "aten.log"])
+                                  "aten.relu", "aten.relu_", "aten.silu", "aten.sqrt", "aten.rsqrt", "aten.log"])
 def test_unary(name):
     x = rand(4, 7)
     if name in ("aten.sqrt", "aten.rsqrt", "aten.log"):

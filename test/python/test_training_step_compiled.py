@@ -167,7 +167,6 @@ def test_mlp_grads_zeroed_in_place_weight_decay(tmp_path: Path) -> None:
     assert {s.name for s in steady.states} >= {"grad:fc1.weight", "optim:fc1.weight:momentum_buffer"}
 
 
-@pytest.mark.xfail(strict=True, raises=terra.MissingLowering, reason="missing lowering: aten.relu_")
 def test_mlp_inplace_relu(tmp_path: Path) -> None:
     compare(MLPInplace, lambda m: torch.optim.SGD(m.parameters(), lr=0.1), mse_step,
             mlp_batches(), tmp_path, traced_steps=2)

@@ -254,11 +254,12 @@ void terra::populateElementwiseLowerings(LoweringRegistry &r) {
       return arith::MulFOp::create(b, l, x, sigmoid(b, l, x));
     });
   });
-  r.add("aten.relu", [](DLOp op, ValueRange o, PatternRewriter &rw) {
-    return unaryFloat(op, o, rw, [](OpBuilder &b, Location l, Value x) -> Value {
-      return arith::MaximumFOp::create(b, l, x, cst(b, l, x, 0.0));
+  for (StringRef n : {"aten.relu", "aten.relu_"})
+    r.add(n, [](DLOp op, ValueRange o, PatternRewriter &rw) {
+      return unaryFloat(op, o, rw, [](OpBuilder &b, Location l, Value x) -> Value {
+        return arith::MaximumFOp::create(b, l, x, cst(b, l, x, 0.0));
+      });
     });
-  });
   r.add("aten.gelu", [](DLOp op, ValueRange o, PatternRewriter &rw) {
     bool tanhApprox = false;
     if (auto s = dyn_cast_or_null<StringAttr>(
