@@ -13,8 +13,11 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/Target/TargetMachine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/TargetParser/Host.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/TargetSelect.h"
@@ -85,6 +88,8 @@ std::unique_ptr<CompiledGraph> CompiledGraph::compile(ModuleOp module,
     llvm::raw_string_ostream os(text);
     module.print(os, OpPrintingFlags().enableDebugInfo(false));
   }
+  // Objects are compiled for the host CPU: it is part of the key.
+  text += llvm::sys::getHostCPUName();
   std::string key = llvm::utohexstr(llvm::xxh3_64bits(text)) + "-" + name;
   llvm::SmallString<256> objPath(cacheDir);
   if (!cacheDir.empty())
@@ -121,8 +126,22 @@ std::unique_ptr<CompiledGraph> CompiledGraph::compile(ModuleOp module,
   }
 
   if (!g->entry) {
+    // Optimize for the host CPU: without a target machine LLVM's cost
+    // models see no vector units and every loop stays scalar.
+    auto tmBuilder = llvm::orc::JITTargetMachineBuilder::detectHost();
+    if (!tmBuilder) {
+      error = "cannot detect the host CPU: " + errorString(tmBuilder.takeError());
+      return nullptr;
+    }
+    tmBuilder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+    auto tm = tmBuilder->createTargetMachine();
+    if (!tm) {
+      error = "cannot create a target machine: " + errorString(tm.takeError());
+      return nullptr;
+    }
     ExecutionEngineOptions options;
-    options.transformer = makeOptimizingTransformer(3, 0, nullptr);
+    options.transformer = makeOptimizingTransformer(3, 0, tm->get());
+    options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
     options.enableObjectDump = !cacheDir.empty();
     auto engine = ExecutionEngine::create(module, options);
     if (!engine) {
