@@ -139,8 +139,12 @@ std::unique_ptr<CompiledGraph> CompiledGraph::compile(ModuleOp module,
       error = "cannot create a target machine: " + errorString(tm.takeError());
       return nullptr;
     }
+    // `transformer` is a function_ref: the std::function it refers to must
+    // outlive ExecutionEngine::create.
+    std::function<llvm::Error(llvm::Module *)> optimize =
+        makeOptimizingTransformer(3, 0, tm->get());
     ExecutionEngineOptions options;
-    options.transformer = makeOptimizingTransformer(3, 0, tm->get());
+    options.transformer = optimize;
     options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
     options.enableObjectDump = !cacheDir.empty();
     auto engine = ExecutionEngine::create(module, options);
