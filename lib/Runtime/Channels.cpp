@@ -40,7 +40,10 @@ bool Channels::receive(std::map<int64_t, std::deque<T>> &queues, int64_t point,
   };
   if (!ready()) {
     Clock::time_point start = Clock::now();
+    graphWaiting = true;
+    cv.notify_all(); // a host in waitGraphIdle may go on
     cv.wait(lock, ready);
+    graphWaiting = false;
     graphStall += Clock::now() - start;
   }
   if (cancelled)
@@ -89,6 +92,13 @@ bool Channels::waitFetch(int64_t point, uint64_t instance, Tensor &out) {
     return false;
   out = it->second[instance - 1];
   return true;
+}
+
+void Channels::waitGraphIdle() {
+  std::unique_lock<std::mutex> lock(mu);
+  Clock::time_point start = Clock::now();
+  cv.wait(lock, [&] { return graphWaiting || cancelled || closed; });
+  hostStall += Clock::now() - start;
 }
 
 void Channels::cancel() {

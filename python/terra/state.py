@@ -112,6 +112,20 @@ def _assign(target: torch.Tensor, value: torch.Tensor) -> None:
         target.copy_(value)
 
 
+def _replaceable(cur: object, value: torch.Tensor) -> bool:
+    """`cur` can take `value` in place (same object stays in the program)."""
+    from .placeholder import Placeholder
+    return (isinstance(cur, torch.Tensor) and not isinstance(cur, Placeholder)
+            and cur.shape == value.shape and cur.dtype == value.dtype)
+
+
+def _fresh(value: torch.Tensor) -> torch.Tensor:
+    from .placeholder import Placeholder
+    if isinstance(value, Placeholder):
+        value = value.terra_real
+    return value.detach().clone()
+
+
 def _param_setter(p: torch.Tensor) -> Callable[[Optional[torch.Tensor]], None]:
     def set_(value: Optional[torch.Tensor]) -> None:
         if value is None:
@@ -124,10 +138,10 @@ def _grad_setter(p: torch.Tensor) -> Callable[[Optional[torch.Tensor]], None]:
     def set_(value: Optional[torch.Tensor]) -> None:
         if value is None:
             p.grad = None
-        elif p.grad is not None and p.grad.shape == value.shape and p.grad.dtype == value.dtype:
+        elif _replaceable(p.grad, value):
             _assign(p.grad, value)
         else:
-            p.grad = value.detach().clone()
+            p.grad = _fresh(value)
     return set_
 
 
@@ -136,10 +150,10 @@ def _dict_setter(d: dict, key: object) -> Callable[[Optional[torch.Tensor]], Non
         cur = d.get(key)
         if value is None:
             d.pop(key, None)
-        elif isinstance(cur, torch.Tensor) and cur.shape == value.shape and cur.dtype == value.dtype:
+        elif _replaceable(cur, value):
             _assign(cur, value)
         else:
-            d[key] = value.detach().clone()
+            d[key] = _fresh(value)
     return set_
 
 
@@ -148,8 +162,8 @@ def _attr_setter(mod: torch.nn.Module, attr: str) -> Callable[[Optional[torch.Te
         cur = getattr(mod, attr)
         if value is None:
             setattr(mod, attr, None)
-        elif isinstance(cur, torch.Tensor) and cur.shape == value.shape and cur.dtype == value.dtype:
+        elif _replaceable(cur, value):
             _assign(cur, value)
         else:
-            setattr(mod, attr, value.detach().clone())
+            setattr(mod, attr, _fresh(value))
     return set_

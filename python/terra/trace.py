@@ -50,6 +50,9 @@ class OpEvent:
     args: dict[str, Any]
     results: list[TensorType]
     site: Site
+    # (aten overload, call recipe): how to run the op again on the host when
+    # the graph has no lowering for it; not part of the MLIR.
+    call: Any = None
 
 
 @dataclass

@@ -33,6 +33,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import mlir_text
 from .sites import BackwardSites, Frame, Site, capture, is_engine_site
+from .placeholder import Placeholder
 from .state import StateRegistry
 from .trace import (ArgSource, ConstSource, FeedEvent, FetchEvent, Materialization, OpEvent,
                     StateEvent, StateSource, TensorType, Trace, ValueRef, module_text)
@@ -121,13 +122,23 @@ class _Recorder(TorchDispatchMode):
     def key(t: torch.Tensor) -> Key:
         if t.numel() == 0:
             return ("empty", id(t))
+        if isinstance(t, Placeholder):
+            if t._terra_addr is not None:
+                return (t.device, t._terra_addr, tuple(t.shape), tuple(t.stride()), t.dtype)
+            return (t.device, id(t._terra_token), t.storage_offset(), tuple(t.shape), tuple(t.stride()),
+                    t.dtype)
         return (t.device, t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
 
     @staticmethod
     def base(t: torch.Tensor) -> tuple:
+        if isinstance(t, Placeholder):
+            return t._terra_base if t._terra_base is not None else (t.device, id(t._terra_token))
         return (t.device, t.data_ptr() - t.storage_offset() * t.element_size())
 
     def _keep(self, t: torch.Tensor) -> None:
+        if isinstance(t, Placeholder):
+            self.keepalive.append(t._terra_token)
+            return
         storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
         self.keepalive.append(storage)
 
@@ -210,7 +221,7 @@ class _Recorder(TorchDispatchMode):
     # -- ops -----------------------------------------------------------------
     def __torch_dispatch__(self, func: Any, types_: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
         kwargs = kwargs or {}
-        if self.paused or _namespace(func) != "aten":
+        if self.paused or _namespace(func) != "aten" or threading.get_ident() != self.thread:
             return func(*args, **kwargs)
         name = op_name(func)
         try:
@@ -228,7 +239,7 @@ class _Recorder(TorchDispatchMode):
             self.backward.flush()
         self.in_engine = engine
         if name in ALIAS_OPS:
-            out = func(*args, **kwargs)
+            out = self._execute(func, name, args, kwargs)
             if isinstance(out, torch.Tensor) and args and isinstance(args[0], torch.Tensor):
                 ref = self.producers.get(self.key(args[0]))
                 if ref is not None and self.key(out) != self.key(args[0]):
@@ -240,13 +251,17 @@ class _Recorder(TorchDispatchMode):
             operands, op_args, written = self._operands(func, name, args, kwargs, site)
         except Exception as exc:
             self.problem(f"cannot record {name}: {exc}")
-            return func(*args, **kwargs)
-        out = func(*args, **kwargs)
+            return self._execute(func, name, args, kwargs)
+        out = self._execute(func, name, args, kwargs)
         try:
-            self._record(name, operands, op_args, written, out, site, engine)
+            self._record(name, operands, op_args, written, out, site, engine, func)
         except Exception as exc:
             self.problem(f"cannot record {name}: {exc}")
         return out
+
+    def _execute(self, func: Any, name: str, args: tuple, kwargs: dict) -> Any:
+        """Runs one op for the program (eagerly while tracing)."""
+        return func(*args, **kwargs)
 
     def _operands(self, func: Any, name: str, args: tuple, kwargs: dict,
                   site: Site) -> tuple[list[ValueRef], dict[str, Any], list[torch.Tensor]]:
@@ -256,6 +271,9 @@ class _Recorder(TorchDispatchMode):
         op_args: dict[str, Any] = {}
         written: list[torch.Tensor] = []
         unmarked = UNMARKED_WRITES.get(name, ())
+        # How to call the op again from its tensor operands (host calls).
+        recipe: list[tuple] = []
+        self._last_recipe = recipe
         for i, a in enumerate(func._schema.arguments):
             if i < len(args) and not a.kwarg_only:
                 v = args[i]
@@ -264,6 +282,12 @@ class _Recorder(TorchDispatchMode):
             else:
                 continue
             tensor_arg = _is_tensor_type(str(a.type))
+            if isinstance(v, torch.Tensor):
+                recipe.append((a.name, a.kwarg_only, "t", None))
+            elif isinstance(v, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in v):
+                recipe.append((a.name, a.kwarg_only, "tl", len(v)))
+            elif not isinstance(v, _IGNORED_ARG_TYPES) and a.name not in _IGNORED_ARG_NAMES:
+                recipe.append((a.name, a.kwarg_only, "v", v))
             if isinstance(v, torch.Tensor):
                 operands.append(self.value_of(v, site))
                 if (a.alias_info is not None and a.alias_info.is_write) or a.name in unmarked:
@@ -290,7 +314,7 @@ class _Recorder(TorchDispatchMode):
         return operands, op_args, written
 
     def _record(self, name: str, operands: list[ValueRef], op_args: dict[str, Any],
-                written: list[torch.Tensor], out: Any, site: Site, engine: bool) -> None:
+                written: list[torch.Tensor], out: Any, site: Site, engine: bool, func: Any = None) -> None:
         outs = list(_flat_tensors(out))
         if not outs:
             if name not in METADATA_OPS:
@@ -298,7 +322,8 @@ class _Recorder(TorchDispatchMode):
             return
         for t in outs:
             mlir_text.element_type(t.dtype)
-        event = OpEvent(name, operands, op_args, [TensorType.of(t) for t in outs], site)
+        event = OpEvent(name, operands, op_args, [TensorType.of(t) for t in outs], site,
+                        (func, getattr(self, "_last_recipe", None)) if func is not None else None)
         index = self._append(event)
         out_keys = set()
         for j, t in enumerate(outs):
@@ -351,6 +376,17 @@ class _Recorder(TorchDispatchMode):
             self.trace.materialized.append(result)
         return result
 
+    def record_return(self, result: Any) -> None:
+        """The step returns `result`: its tensors computed by the trace
+        become fetches (kind "return"), so the graph publishes them."""
+        self.backward.resolve()
+        self.backward.flush()
+        for i, t in enumerate(_flat_tensors_deep(result)):
+            ref = self.producers.get(self.key(t))
+            if ref is not None and isinstance(self.trace.events[ref.event], OpEvent):
+                site = Site((Frame("<return>", "return", 0, i),))
+                self._append(FetchEvent(ref, TensorType.of(t), site, "return"))
+
     # -- end of the call -------------------------------------------------------
     def finish(self) -> Trace:
         """Closes the trace: state written during the call becomes end fetches."""
@@ -402,6 +438,12 @@ def _flat_tensors(out: Any) -> Iterator[torch.Tensor]:
     elif isinstance(out, (list, tuple)):
         for x in out:
             yield from _flat_tensors(x)
+
+
+def _flat_tensors_deep(obj: Any) -> Iterator[torch.Tensor]:
+    """Tensors in nested tuples, lists and dict values, in order."""
+    for _, t in _tensors_in(obj, ()):
+        yield t
 
 
 def _tensors_in(obj: Any, path: tuple) -> Iterator[tuple[tuple, torch.Tensor]]:

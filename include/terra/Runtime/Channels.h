@@ -36,6 +36,10 @@ public:
   bool receiveLoop(int64_t point, bool &out);
   void publishFetch(int64_t point, Tensor value);
 
+  /// Waits until the graph is blocked on a host value (feed, case select or
+  /// loop condition) or has ended (serialized execution).
+  void waitGraphIdle();
+
   /// Wakes every waiter on both sides; later waits fail at once.
   void cancel();
   bool isCancelled() const;
@@ -62,6 +66,7 @@ private:
   std::map<int64_t, std::deque<bool>> loops;
   std::map<int64_t, std::vector<Tensor>> fetches;
   bool cancelled = false, closed = false;
+  bool graphWaiting = false; ///< The graph is blocked in a receive.
   std::chrono::nanoseconds graphStall{0}, hostStall{0};
 };
 

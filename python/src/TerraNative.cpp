@@ -1,0 +1,359 @@
+//===- TerraNative.cpp - pybind11 binding of the Terra runtime ------------===//
+//
+// The `_terra_native` extension module: the compiler Session (merge,
+// generate, compile), the validator Cursor, and graph runs with their
+// channels. Tensors cross as (data pointer, dtype, sizes, strides, owner):
+// no copy is made, and the owner (a Python object) is kept alive for as
+// long as the runtime holds the tensor. Every blocking call releases the
+// GIL, so the runner thread's host callbacks can run Python.
+//
+//===----------------------------------------------------------------------===//
+#include "terra/Frontend/Session.h"
+#include "terra/Runtime/GraphRunner.h"
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+namespace py = pybind11;
+using namespace terra;
+using namespace terra::rt;
+
+namespace {
+
+/// Keeps a Python object alive from C++; safe to release on any thread.
+std::shared_ptr<void> pyOwner(py::object obj) {
+  auto *held = new py::object(std::move(obj));
+  return std::shared_ptr<void>(held, [](void *p) {
+    if (!Py_IsInitialized())
+      return; // interpreter gone: leak rather than crash
+    py::gil_scoped_acquire gil;
+    delete static_cast<py::object *>(p);
+  });
+}
+
+DType dtypeOf(const std::string &name) {
+  DType d;
+  if (!parseDType(name, d))
+    throw py::value_error("unsupported dtype '" + name + "'");
+  return d;
+}
+
+/// (data_ptr, dtype, sizes, strides, owner) -> Tensor.
+Tensor toTensor(py::tuple spec) {
+  if (spec.size() != 5)
+    throw py::value_error("a tensor spec is (ptr, dtype, sizes, strides, owner)");
+  Tensor t;
+  t.data = reinterpret_cast<void *>(spec[0].cast<uintptr_t>());
+  t.dtype = dtypeOf(spec[1].cast<std::string>());
+  t.sizes = spec[2].cast<std::vector<int64_t>>();
+  t.strides = spec[3].cast<std::vector<int64_t>>();
+  if (t.sizes.size() != t.strides.size())
+    throw py::value_error("sizes and strides differ in rank");
+  t.owner = pyOwner(spec[4]);
+  return t;
+}
+
+py::dtype numpyDtype(DType d) {
+  switch (d) {
+  case DType::F32: return py::dtype("float32");
+  case DType::F64: return py::dtype("float64");
+  case DType::F16: return py::dtype("float16");
+  case DType::I64: return py::dtype("int64");
+  case DType::I32: return py::dtype("int32");
+  case DType::I16: return py::dtype("int16");
+  case DType::I8: return py::dtype("int8");
+  case DType::I1: return py::dtype("bool");
+  case DType::BF16: break;
+  }
+  throw py::type_error("bf16 tensors cannot cross to numpy");
+}
+
+/// A numpy array viewing `t` (no copy); it keeps `t`'s memory alive.
+py::array toArray(const Tensor &t) {
+  std::vector<py::ssize_t> shape(t.sizes.begin(), t.sizes.end());
+  std::vector<py::ssize_t> strides;
+  size_t elem = dtypeSize(t.dtype);
+  for (int64_t s : t.strides)
+    strides.push_back(py::ssize_t(s * elem));
+  auto *keep = new Tensor(t);
+  py::capsule base(keep, [](void *p) { delete static_cast<Tensor *>(p); });
+  return py::array(numpyDtype(t.dtype), shape, strides, t.data, base);
+}
+
+/// One iteration of a graph on its runner: the host's end of the channels.
+class Run {
+public:
+  Run(std::shared_ptr<GraphRunner> runner, std::shared_ptr<RunState> state)
+      : runner(std::move(runner)), state(std::move(state)) {}
+
+  void start() {
+    if (started)
+      return;
+    started = true;
+    runner->start(state);
+  }
+  void feed(int64_t point, py::tuple spec) {
+    state->channels.sendFeed(point, toTensor(spec));
+  }
+  void sendCase(int64_t point, uint32_t index) {
+    state->channels.sendCase(point, index);
+  }
+  void sendLoop(int64_t point, bool next) {
+    state->channels.sendLoop(point, next);
+  }
+  /// The `instance`-th value of fetch point `point`, or None when the run
+  /// was cancelled or ended without publishing it.
+  py::object fetch(int64_t point, uint64_t instance) {
+    Tensor t;
+    bool ok;
+    {
+      py::gil_scoped_release release;
+      ok = state->channels.waitFetch(point, instance, t);
+    }
+    if (!ok)
+      return py::none();
+    return toArray(t);
+  }
+  /// Waits until the graph needs more input from the host or has ended.
+  void waitIdle() {
+    py::gil_scoped_release release;
+    state->channels.waitGraphIdle();
+  }
+  void cancel() {
+    state->channels.cancel();
+    if (started)
+      runner->cancel();
+  }
+  /// Waits for the run to end: (status, error, exec_s, graph_stall_s,
+  /// host_stall_s). Status is "ok", "cancelled" or "error".
+  py::tuple wait() {
+    if (!finished) {
+      if (!started) {
+        state->channels.cancel();
+        state->status = RunState::Status::Cancelled;
+      } else {
+        py::gil_scoped_release release;
+        runner->wait();
+      }
+      finished = true;
+    }
+    const char *status = "pending";
+    switch (state->status) {
+    case RunState::Status::Ok: status = "ok"; break;
+    case RunState::Status::Cancelled: status = "cancelled"; break;
+    case RunState::Status::Error: status = "error"; break;
+    case RunState::Status::Pending: break;
+    }
+    return py::make_tuple(status, state->error, state->execSeconds,
+                          state->channels.graphStallSeconds(),
+                          state->channels.hostStallSeconds());
+  }
+  ~Run() {
+    if (started && !finished) {
+      py::gil_scoped_release release;
+      state->channels.cancel();
+      runner->cancel();
+      runner->wait();
+    }
+  }
+
+private:
+  std::shared_ptr<GraphRunner> runner;
+  std::shared_ptr<RunState> state;
+  bool started = false, finished = false;
+};
+
+/// A compiled graph and its runner thread.
+class Graph {
+public:
+  Graph(std::unique_ptr<CompiledGraph> g) : graph(std::move(g)) {
+    runner = std::make_shared<GraphRunner>(*graph);
+  }
+  ~Graph() {
+    py::gil_scoped_release release;
+    runner.reset();
+  }
+  std::unique_ptr<Run> newRun(std::vector<py::tuple> states,
+                              py::object hostExecutor) {
+    if (states.size() != graph->stateNames().size())
+      throw py::value_error("the graph reads " +
+                            std::to_string(graph->stateNames().size()) +
+                            " states, " + std::to_string(states.size()) +
+                            " given");
+    auto state = std::make_shared<RunState>();
+    for (py::tuple &s : states)
+      state->states.push_back(toTensor(s));
+    if (!hostExecutor.is_none()) {
+      auto fn = std::make_shared<py::object>(hostExecutor);
+      std::shared_ptr<void> owner = pyOwner(hostExecutor);
+      state->hostOps = [fn, owner](int64_t id, const std::vector<Tensor> &in,
+                                   std::vector<Tensor> &out,
+                                   std::string &error) {
+        py::gil_scoped_acquire gil;
+        try {
+          py::list args;
+          for (const Tensor &t : in)
+            args.append(toArray(t));
+          py::object result = (*fn)(id, args);
+          for (py::handle h : result)
+            out.push_back(toTensor(py::reinterpret_borrow<py::tuple>(h)));
+          return true;
+        } catch (py::error_already_set &e) {
+          error = e.what();
+          return false;
+        } catch (std::exception &e) {
+          error = e.what();
+          return false;
+        }
+      };
+    }
+    return std::make_unique<Run>(runner, std::move(state));
+  }
+  std::unique_ptr<CompiledGraph> graph;
+  std::shared_ptr<GraphRunner> runner;
+};
+
+/// The validator over a Session's TraceGraph.
+class PyCursor {
+public:
+  explicit PyCursor(const TraceGraph &g) : graph(g), cursor(g) {}
+  void reset() { cursor.reset(); }
+  /// Validates an op; inputs are flat (node, result, instance) triples.
+  /// Returns (node, instance) or None.
+  py::object op(int64_t key, const std::vector<uint32_t> &flat) {
+    handles.clear();
+    for (size_t i = 0; i + 2 < flat.size(); i += 3)
+      handles.push_back(Handle{flat[i], flat[i + 1], flat[i + 2]});
+    NodeId node;
+    uint32_t instance;
+    if (!cursor.op(KeyId(key), handles, node, instance))
+      return py::none();
+    return py::make_tuple(node, instance);
+  }
+  py::object feed(int64_t key) {
+    NodeId node;
+    uint32_t instance;
+    if (!cursor.feed(KeyId(key), node, instance))
+      return py::none();
+    return py::make_tuple(node, instance);
+  }
+  py::object state(int64_t key) {
+    Handle h;
+    if (!cursor.state(KeyId(key), h))
+      return py::none();
+    return py::make_tuple(h.node, h.result, h.instance);
+  }
+  bool finish() { return cursor.finish(); }
+  /// The fetch point publishing result `result` of `node`, or -1.
+  int64_t fetchId(uint32_t node, uint32_t result) const {
+    const Node &n = graph.node(node);
+    return result < n.fetchIds.size() ? n.fetchIds[result] : -1;
+  }
+  /// Signals decided since the last call: (is_case, point, value).
+  std::vector<std::tuple<bool, int64_t, uint32_t>> takeSignals() {
+    std::vector<std::tuple<bool, int64_t, uint32_t>> out;
+    for (const Signal &s : cursor.signals())
+      out.emplace_back(s.kind == Signal::Case, int64_t(s.point), s.value);
+    cursor.clearSignals();
+    return out;
+  }
+
+private:
+  const TraceGraph &graph;
+  Cursor cursor;
+  std::vector<Handle> handles;
+};
+
+} // namespace
+
+PYBIND11_MODULE(_terra_native, m) {
+  m.doc() = "Terra-MLIR native runtime: compiler session, validator, runner";
+
+  py::class_<Session>(m, "Session")
+      .def(py::init<>())
+      .def("add_trace",
+           [](Session &s, const std::string &text) {
+             AddTraceResult r = s.addTrace(text);
+             py::dict d;
+             d["error"] = r.error;
+             d["changed"] = r.changed;
+             d["coverable"] = r.coverable;
+             d["keys"] = r.keys;
+             return d;
+           })
+      .def("compile",
+           [](Session &s, const std::string &cacheDir, unsigned maxDup,
+              bool keepStages) {
+             CompileOptions options;
+             options.cacheDir = cacheDir;
+             options.maxDuplication = maxDup;
+             options.keepStages = keepStages;
+             CompileStages stages;
+             std::string error;
+             std::unique_ptr<CompiledGraph> g;
+             {
+               py::gil_scoped_release release;
+               g = s.compile(options, error, &stages);
+             }
+             if (!g)
+               throw std::runtime_error(error);
+             py::dict st;
+             st["trace_graph"] = stages.traceGraph;
+             st["graph"] = stages.graph;
+             st["linalg"] = stages.linalg;
+             st["lowered"] = stages.lowered;
+             return py::make_tuple(std::make_unique<Graph>(std::move(g)), st);
+           },
+           py::arg("cache_dir") = "", py::arg("max_duplication") = 64,
+           py::arg("keep_stages") = false)
+      .def("cursor",
+           [](Session &s) { return std::make_unique<PyCursor>(s.graph()); },
+           py::keep_alive<0, 1>())
+      .def_property_readonly("unrolled_loops", &Session::unrolledLoops)
+      .def("trace_graph_text", &Session::traceGraphText)
+      .def("trace_graph_dot", &Session::traceGraphDot)
+      .def("describe_key", &Session::describeKey)
+      .def("node_location", &Session::nodeLocation)
+      .def("key_name_and_args", &Session::keyNameAndArgs)
+      .def_property_readonly("num_nodes",
+                             [](Session &s) { return s.graph().size(); });
+
+  py::class_<PyCursor>(m, "Cursor")
+      .def("reset", &PyCursor::reset)
+      .def("op", &PyCursor::op)
+      .def("feed", &PyCursor::feed)
+      .def("state", &PyCursor::state)
+      .def("finish", &PyCursor::finish)
+      .def("fetch_id", &PyCursor::fetchId)
+      .def("take_signals", &PyCursor::takeSignals);
+
+  py::class_<Graph>(m, "Graph")
+      .def_property_readonly(
+          "state_names", [](Graph &g) { return g.graph->stateNames(); })
+      .def_property_readonly("host_ops",
+                             [](Graph &g) {
+                               std::vector<std::pair<std::string, std::string>>
+                                   out;
+                               for (const HostOpInfo &h : g.graph->hostOps())
+                                 out.emplace_back(h.name, h.args);
+                               return out;
+                             })
+      .def_property_readonly("compile_seconds",
+                             [](Graph &g) { return g.graph->compileSeconds(); })
+      .def_property_readonly(
+          "loaded_from_cache",
+          [](Graph &g) { return g.graph->loadedFromCache(); })
+      .def("new_run", &Graph::newRun, py::arg("states"),
+           py::arg("host_executor") = py::none(), py::keep_alive<0, 1>());
+
+  py::class_<Run>(m, "Run")
+      .def("start", &Run::start)
+      .def("feed", &Run::feed)
+      .def("send_case", &Run::sendCase)
+      .def("send_loop", &Run::sendLoop)
+      .def("fetch", &Run::fetch)
+      .def("wait_idle", &Run::waitIdle)
+      .def("cancel", &Run::cancel)
+      .def("wait", &Run::wait);
+}

@@ -1,0 +1,463 @@
+"""The co-execution phase of one iteration (spec section 4).
+
+The user's step runs unchanged, but every aten op it issues (forward,
+autograd backward, optimizer updates) is intercepted by a `CoExecutor`:
+
+* the op is recorded exactly as the tracer records it (the CoExecutor is a
+  tracer whose ops do not run), and returns placeholders shaped by the
+  op's meta kernel;
+* the recorded events are validated in order against the TraceGraph by the
+  C++ Cursor; case selections and loop conditions it decides go to the
+  graph run at once, and host values (input batches, Python-made tensors)
+  are fed without copies;
+* reading a value (`.item()`, `print`, `bool()`, ...) blocks on its fetch.
+
+A deviation (an op the graph does not have at that point, a read of a
+value the graph does not publish, a graph error) cancels the run, gives
+every placeholder made so far its real value by replaying the recorded ops
+eagerly from the state as the iteration started (persistent state is
+never written during co-execution, so it is intact), and lets the rest of
+the iteration run eagerly. Python code runs exactly once either way: the
+replay runs aten ops, not the program.
+
+At the end of a validated iteration the graph's final state values are
+fetched, and only then written into the user's tensors, all at once.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Optional
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+from . import mlir_text
+from .placeholder import Placeholder, Token
+from .sites import Site
+from .trace import FeedEvent, FetchEvent, OpEvent, StateEvent, ValueRef
+from .tracing import ALIAS_OPS, _flat_tensors_deep, _Recorder
+
+
+class Deviation(Exception):
+    """Raised internally to stop validating; the iteration goes eager."""
+
+
+def freeze(v: Any) -> Any:
+    """A hashable, type-exact form of an op argument (1, 1.0 and True stay
+    apart, as they do in the MLIR)."""
+    if isinstance(v, dict):
+        return tuple(sorted((k, freeze(x)) for k, x in v.items()))
+    if isinstance(v, (list, tuple)):
+        return ("[", tuple(freeze(x) for x in v))
+    if isinstance(v, torch.dtype):
+        return ("dtype", str(v))
+    return (type(v).__name__, v)
+
+
+def op_key(ev: Any) -> tuple:
+    """The host-side identity of a recorded event; the compiled function
+    maps it to the TraceGraph's key id (see Session.add_trace)."""
+    if isinstance(ev, OpEvent):
+        return ("op", ev.name, freeze(ev.args), ev.site,
+                tuple((t.dtype, len(t.shape)) for t in ev.results))
+    if isinstance(ev, FeedEvent):
+        return ("feed", ev.site, ev.type.dtype, len(ev.type.shape))
+    if isinstance(ev, StateEvent):
+        return ("state", ev.name)
+    raise TypeError(f"no key for {type(ev).__name__}")
+
+
+def tensor_spec(t: torch.Tensor) -> tuple:
+    """How a tensor crosses to the runtime: no copy, kept alive by `t`."""
+    return (t.data_ptr(), mlir_text.element_type(t.dtype), list(t.shape), list(t.stride()), t)
+
+
+def _to_meta(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype, device="meta")
+    return x
+
+
+def _signature(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return ("T", tuple(x.shape), tuple(x.stride()), x.dtype)
+    if isinstance(x, (list, tuple)):
+        return tuple(_signature(y) for y in x)
+    if isinstance(x, dict):
+        return tuple(sorted((k, _signature(y)) for k, y in x.items()))
+    return freeze(x)
+
+
+class MetaUnavailable(Exception):
+    pass
+
+
+_META_CACHE: dict[Any, Any] = {}
+
+
+def infer_meta(func: Any, args: tuple, kwargs: dict) -> Any:
+    """The op's outputs as meta tensors (shapes, strides, dtypes), cached by
+    the op and its inputs' metadata."""
+    sig = (func, _signature(args), _signature(kwargs))
+    hit = _META_CACHE.get(sig)
+    if hit is None:
+        margs, mkwargs = tree_map(_to_meta, args), tree_map(_to_meta, kwargs)
+        try:
+            hit = func(*margs, **mkwargs)
+        except Exception as exc:
+            rule = _META_RULES.get(str(func))
+            if rule is None:
+                raise MetaUnavailable(f"{func} has no meta kernel ({type(exc).__name__})") from exc
+            hit = rule(*margs, **mkwargs)
+        _META_CACHE[sig] = hit
+    return hit
+
+
+def _convolution_backward(grad_output: torch.Tensor, input: torch.Tensor, weight: torch.Tensor,
+                          bias_sizes: Any, *rest: Any, **kw: Any) -> tuple:
+    mask = kw.get("output_mask", rest[-1] if rest else (True, True, True))
+    like = lambda t: torch.empty(tuple(t.shape), dtype=t.dtype, device="meta")  # noqa: E731
+    bias = (torch.empty(tuple(bias_sizes), dtype=grad_output.dtype, device="meta")
+            if bias_sizes is not None else None)
+    return (like(input) if mask[0] else None, like(weight) if mask[1] else None,
+            bias if mask[2] else None)
+
+
+_META_RULES = {"aten.convolution_backward.default": _convolution_backward}
+
+
+class CoExecutor(_Recorder):
+    """Runs one iteration against a compiled graph (see the module doc)."""
+
+    def __init__(self, compiled: Any, registry: Any, call_args: tuple, call_kwargs: dict,
+                 stop: Any, serialized: bool = False):
+        super().__init__(registry, call_args, call_kwargs, stop)
+        self.compiled = compiled
+        self.cursor = compiled.cursor
+        self.cursor.reset()
+        self.serialized = serialized
+        self.handles: dict[int, tuple[int, int]] = {}
+        self.validated = 0
+        self.pending: set[int] = set()
+        self.feed_values: dict[int, torch.Tensor] = {}
+        self.log: list[tuple[Any, tuple, dict, Any]] = []
+        self.real_tokens: dict[tuple, Token] = {}
+        self.deviation: Optional[tuple[str, Optional[Site]]] = None
+        self.run_result: Optional[tuple] = None
+        states = [tensor_spec(compiled.state_value(name, registry)) for name in compiled.state_names]
+        self.run = compiled.graph.new_run(states, compiled.host_executor)
+        if not serialized:
+            self.run.start()
+
+    # -- recording hooks -------------------------------------------------------
+    def problem(self, text: str) -> None:
+        super().problem(text)
+        self._deviate(f"cannot co-execute: {text}")
+
+    def value_of(self, t: torch.Tensor, site: Site) -> ValueRef:
+        n = len(self.trace.events)
+        ref = super().value_of(t, site)
+        if len(self.trace.events) > n and isinstance(self.trace.events[ref.event], FeedEvent):
+            self.feed_values[ref.event] = t.terra_real if isinstance(t, Placeholder) else t
+        return ref
+
+    def _record(self, name: str, operands: list, op_args: dict, written: list, out: Any,
+                site: Site, engine: bool, func: Any = None) -> None:
+        n = len(self.trace.events)
+        super()._record(name, operands, op_args, written, out, site, engine, func)
+        if engine and len(self.trace.events) > n:
+            self.pending.add(n)  # its site is known once its autograd node ends
+
+    def _set_site(self, record: OpEvent, site: Site) -> None:
+        record.site = site
+        if self.pending:
+            for i in list(self.pending):
+                if self.trace.events[i] is record:
+                    self.pending.discard(i)
+                    break
+
+    def __torch_dispatch__(self, func: Any, types_: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
+        out = super().__torch_dispatch__(func, types_, args, kwargs)
+        if self.deviation is None and not self.paused:
+            self._validate()
+        return out
+
+    # -- ops without running them ----------------------------------------------
+    def _execute(self, func: Any, name: str, args: tuple, kwargs: dict) -> Any:
+        if self.deviation is not None:
+            return func(*args, **kwargs)  # placeholders run on their values
+        try:
+            out = self._placeholders(func, name, args, kwargs)
+        except MetaUnavailable as exc:
+            self._deviate(f"cannot infer the result of {name} without running it: {exc}")
+            return func(*args, **kwargs)
+        self.log.append((func, args, kwargs, out))
+        return out
+
+    def _token_of(self, t: torch.Tensor) -> Token:
+        if isinstance(t, Placeholder):
+            return t._terra_token
+        base = self.base(t)
+        tok = self.real_tokens.get(base)
+        if tok is None:
+            tok = self.real_tokens[base] = Token()
+        return tok
+
+    def _placeholders(self, func: Any, name: str, args: tuple, kwargs: dict) -> Any:
+        if name in ALIAS_OPS:
+            src = args[0]
+            if not isinstance(src, Placeholder):
+                return func(*args, **kwargs)  # a real alias of a real tensor
+            return _view_of(src, _to_meta(src), src._terra_token, src._terra_where)
+        meta = infer_meta(func, args, kwargs)
+        schema = func._schema
+        # Arguments by alias set, for results that return (a view of) one.
+        by_alias: dict[Any, torch.Tensor] = {}
+        for i, a in enumerate(schema.arguments):
+            if a.alias_info is None:
+                continue
+            v = args[i] if i < len(args) and not a.kwarg_only else kwargs.get(a.name)
+            if isinstance(v, torch.Tensor):
+                for s in a.alias_info.before_set:
+                    by_alias[s] = v
+        returns = schema.returns
+        single = not isinstance(meta, (tuple, list))
+        metas = [meta] if single else list(meta)
+        outs = []
+        for j, m in enumerate(metas):
+            info = returns[j].alias_info if j < len(returns) else None
+            target = None
+            if info is not None:
+                for s in info.before_set:
+                    target = by_alias.get(s, target)
+            if not isinstance(m, torch.Tensor):
+                outs.append(m)
+            elif target is not None and info.is_write:
+                outs.append(target)  # in place: the written argument itself
+            elif target is not None:
+                outs.append(_view_of(target, m, self._token_of(target), name, self.base(target)))
+            else:
+                ph = Placeholder(m)
+                ph._terra_where = name
+                outs.append(ph)
+        if single:
+            return outs[0]
+        return type(meta)(outs) if isinstance(meta, tuple) else outs
+
+    # -- validation ------------------------------------------------------------
+    def _handle(self, ref: ValueRef) -> tuple[int, int, int]:
+        node, inst = self.handles[ref.event]
+        return node, ref.result, inst
+
+    def _signals(self) -> None:
+        for is_case, point, value in self.cursor.take_signals():
+            if is_case:
+                self.run.send_case(point, value)
+            elif point not in self.compiled.unrolled:
+                self.run.send_loop(point, bool(value))
+
+    def _validate(self) -> None:
+        """Validates the recorded events not validated yet, in order, up to
+        the first whose site is still unknown."""
+        events = self.trace.events
+        keys = self.compiled.keys
+        try:
+            while self.validated < len(events):
+                i = self.validated
+                if i in self.pending:
+                    return
+                ev = events[i]
+                if isinstance(ev, OpEvent):
+                    key = keys.get(op_key(ev))
+                    if key is None:
+                        raise Deviation(f"{ev.name} is not in the graph at this site")
+                    flat: list[int] = []
+                    for r in ev.inputs:
+                        flat.extend(self._handle(r))
+                    got = self.cursor.op(key, flat)
+                    if got is None:
+                        raise Deviation(f"{ev.name} is not in the graph on this path")
+                    self.handles[i] = got
+                elif isinstance(ev, FeedEvent):
+                    key = keys.get(op_key(ev))
+                    got = self.cursor.feed(key) if key is not None else None
+                    if got is None:
+                        raise Deviation("a value fed from Python is not in the graph here")
+                    self.handles[i] = got
+                    self.run.feed(got[0], tensor_spec(self.feed_values.pop(i)))
+                elif isinstance(ev, StateEvent):
+                    key = keys.get(op_key(ev))
+                    got = self.cursor.state(key) if key is not None else None
+                    if got is None:
+                        raise Deviation(f"the graph does not read state {ev.name}")
+                    self.handles[i] = (got[0], got[2])
+                self._signals()
+                self.validated = i + 1
+        except Deviation as d:
+            ev = events[self.validated]
+            self._deviate(str(d), getattr(ev, "site", None))
+
+    # -- values ------------------------------------------------------------------
+    def _fetch(self, ref: ValueRef) -> Optional[torch.Tensor]:
+        """The value of a validated event's result from the graph, or None
+        (after deviating) when the graph does not publish it or failed."""
+        node, result, inst = self._handle(ref)
+        fid = self.cursor.fetch_id(node, result)
+        if fid < 0:
+            self._deviate("reads a value the graph does not publish (a new fetch point)",
+                          getattr(self.trace.events[ref.event], "site", None))
+            return None
+        if self.serialized:
+            self.run.start()
+        arr = self.run.fetch(fid, inst)
+        if self.serialized:
+            self.run.wait_idle()
+        if arr is None:
+            self._deviate_after_run_failure()
+            return None
+        return torch.from_numpy(arr)
+
+    def _ready(self, t: torch.Tensor) -> None:
+        """Makes sure a placeholder the host reads has its value."""
+        if self.deviation is not None or not isinstance(t, Placeholder) or t._terra_real is not None:
+            return
+        self.backward.resolve()
+        self.backward.flush()
+        self.in_engine = False
+        self._validate()
+        if self.deviation is not None:
+            return
+        ref = self.producers.get(self.key(t))
+        if ref is None or ref.event not in self.handles:
+            self._deviate("reads a value the trace did not compute")
+            return
+        value = self._fetch(ref)
+        if value is not None:
+            t._terra_real = value
+
+    def materialize(self, t: torch.Tensor, kind: str, call: Any, site: Optional[Site] = None) -> Any:
+        self._ready(t)
+        return super().materialize(t, kind, call, site)
+
+    # -- deviation -----------------------------------------------------------------
+    def _deviate_after_run_failure(self) -> None:
+        self.run.cancel()
+        status = self.run.wait()
+        self.run_result = status
+        why = f"the graph failed: {status[1]}" if status[0] == "error" else "the graph run ended early"
+        self._deviate(why)
+
+    def _deviate(self, reason: str, site: Optional[Site] = None) -> None:
+        """Cancels the run and replays the recorded ops eagerly so every
+        placeholder has its value; the iteration goes on eagerly."""
+        if self.deviation is not None:
+            return
+        self.deviation = (reason, site)
+        self.run.cancel()
+        if self.run_result is None:
+            self.run_result = self.run.wait()
+        with self.pause(), torch.no_grad():
+            for func, args, kwargs, out in self.log:
+                result = func(*_reals(args), **_reals(kwargs))
+                outs, _ = tree_flatten(out)
+                reals, _ = tree_flatten(result)
+                for o, r in zip(outs, reals):
+                    if isinstance(o, Placeholder):
+                        o._terra_real = r
+        self.log.clear()
+
+    # -- end of the iteration ---------------------------------------------------------
+    def end(self, result: Any) -> tuple[Any, list]:
+        """Closes the iteration: validates its end, fetches the returned
+        values and the final state, and commits the state. Returns the
+        trace and the state updates applied."""
+        self.record_return(result)
+        trace = self.finish()
+        if self.deviation is None:
+            self._validate()
+        if self.deviation is None and self.pending:
+            self._deviate("backward ops without a site at the end of the iteration")
+        if self.deviation is None and not self.cursor.finish():
+            self._deviate("the iteration ends where the graph does not")
+        values: dict[int, torch.Tensor] = {}
+        if self.deviation is None:
+            for k, f in enumerate(trace.fetches):
+                if f.kind in ("return", "commit"):
+                    v = self._fetch(f.value)
+                    if v is None:
+                        break
+                    values[k] = v
+        if self.deviation is None:
+            status = self.run.wait()
+            self.run_result = status
+            if status[0] != "ok":
+                self._deviate(f"the graph failed: {status[1]}" if status[0] == "error"
+                              else "the graph run was cancelled")
+        if self.deviation is None:
+            self._commit(trace, values, result)
+            self._publish_escapes()
+        self.log.clear()
+        return trace
+
+    def _commit(self, trace: Any, values: dict[int, torch.Tensor], result: Any) -> None:
+        slots = {s.name: s for s in self.registry.slots()}
+        for k, f in enumerate(trace.fetches):
+            if f.kind == "commit":
+                slots[f.commit].set(values[k])
+        for name in trace.dropped_state:
+            slots[name].set(None)
+        # Returned placeholders get their fetched values.
+        returned = {f.value: values[k] for k, f in enumerate(trace.fetches) if f.kind == "return"}
+        for t in returned_placeholders(result):
+            ref = self.producers.get(self.key(t))
+            if t._terra_real is None and ref in returned:
+                t._terra_real = returned[ref]
+
+    def _publish_escapes(self) -> None:
+        """Placeholders still without a value may be read after the step:
+        each reads its fetch from this (finished) run, if the graph
+        publishes it."""
+        run, cursor = self.run, self.cursor
+        for func, args, kwargs, out in self.log:
+            for o in tree_flatten(out)[0]:
+                if isinstance(o, Placeholder) and o._terra_real is None and o._terra_resolve is None:
+                    ref = self.producers.get(self.key(o))
+                    if ref is None or ref.event not in self.handles:
+                        continue
+                    node, result, inst = self._handle(ref)
+                    fid = cursor.fetch_id(node, result)
+                    if fid >= 0:
+                        o._terra_resolve = lambda run=run, fid=fid, inst=inst: _from_fetch(run, fid, inst)
+
+
+def _view_of(target: torch.Tensor, meta: torch.Tensor, token: Token, where: str,
+             real_base: Optional[tuple] = None) -> Placeholder:
+    """A placeholder viewing `target`'s memory; `meta` is the view of a
+    meta copy of `target` (offsets relative to `target`)."""
+    elsize = meta.element_size()
+    if isinstance(target, Placeholder):
+        ph = Placeholder(meta, token, offset=target.storage_offset() + meta.storage_offset())
+        if target._terra_addr is not None:
+            ph._terra_addr = target._terra_addr + meta.storage_offset() * elsize
+            ph._terra_base = target._terra_base
+    else:
+        ph = Placeholder(meta, token, offset=target.storage_offset() + meta.storage_offset())
+        ph._terra_addr = target.data_ptr() + meta.storage_offset() * elsize
+        ph._terra_base = real_base
+    ph._terra_where = where
+    return ph
+
+
+def _from_fetch(run: Any, fid: int, inst: int) -> torch.Tensor:
+    arr = run.fetch(fid, inst)
+    if arr is None:
+        raise RuntimeError("the graph run that computed this value did not publish it")
+    return torch.from_numpy(arr)
+
+
+def _reals(x: Any) -> Any:
+    return tree_map(lambda t: t.terra_real if isinstance(t, Placeholder) else t, x)
+
+
+def returned_placeholders(result: Any) -> list[Placeholder]:
+    return [t for t in _flat_tensors_deep(result) if isinstance(t, Placeholder)]

@@ -1,0 +1,481 @@
+"""`@terra.function`: co-execute an unmodified PyTorch step function.
+
+    @terra.function
+    def train_step(x, y):
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+        return loss
+
+One call is one iteration. The phases (spec section 1):
+
+1. Tracing. Calls run eagerly under the tracer; each trace is merged into
+   the TraceGraph in C++. Tracing ends when a trace is already covered
+   (at least `min_traces` traces); the graph is generated and compiled.
+2. Co-execution. Calls run the step on placeholders while the compiled
+   graph runs on its own thread (coexec.py). After each validated
+   iteration the user's parameters, gradients, optimizer state and buffers
+   hold exactly what eager would have produced.
+3. Deviation. An iteration that leaves the graph goes eager from the
+   deviating op; its trace is merged and the graph regenerated. After
+   `max_regenerations` regenerations the function runs eagerly for good,
+   with a warning saying why.
+
+Persistent state is found without code changes: modules and optimizers
+the function refers to (globals, closure cells, `self` of a method, and
+attributes of objects it refers to) unless given explicitly.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import types
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+
+from . import native, tracing
+from .coexec import CoExecutor, op_key, tensor_spec
+from .placeholder import Placeholder
+from .state import StateRegistry
+from .trace import FeedEvent, OpEvent, StateEvent, Trace, module_text
+from .toolchain import build_dir
+
+
+def _log_enabled() -> bool:
+    return os.environ.get("TERRA_LOG", "") not in ("", "0")
+
+
+@dataclass
+class Fallback:
+    """One iteration that left the graph."""
+
+    iteration: int
+    reason: str
+    site: str
+
+
+@dataclass
+class Stats:
+    tracing_iterations: int = 0
+    coexec_iterations: int = 0
+    eager_iterations: int = 0
+    fallbacks: list[Fallback] = field(default_factory=list)
+    regenerations: int = 0
+    compile_time_s: float = 0.0
+    host_exec_s: float = 0.0
+    host_stall_s: float = 0.0
+    graph_exec_s: float = 0.0
+    graph_stall_s: float = 0.0
+    steps: list[dict] = field(default_factory=list)
+
+    def as_dict(self, fn: "TerraFunction") -> dict:
+        return {
+            "phase": fn.phase,
+            "tracing_iterations": self.tracing_iterations,
+            "coexec_iterations": self.coexec_iterations,
+            "eager_iterations": self.eager_iterations,
+            "fallbacks": len(self.fallbacks),
+            "fallback_log": [vars(f) for f in self.fallbacks],
+            "regenerations": self.regenerations,
+            "compile_time_s": self.compile_time_s,
+            "host_exec_s": self.host_exec_s,
+            "host_stall_s": self.host_stall_s,
+            "graph_exec_s": self.graph_exec_s,
+            "graph_stall_s": self.graph_stall_s,
+            "host_ops": list(fn.host_op_names),
+            "eager_reason": fn.eager_reason,
+            "steps": list(self.steps),
+        }
+
+
+class TerraFunction:
+    """The object `@terra.function` returns (see the module docstring)."""
+
+    def __init__(self, fn: Callable[..., Any], *, device: str = "cpu", max_regenerations: int = 8,
+                 serialized: bool = False, min_traces: int = 2, max_traces: int = 16,
+                 modules: Optional[Sequence[torch.nn.Module]] = None,
+                 optimizers: Optional[Sequence[torch.optim.Optimizer]] = None,
+                 cache_dir: Optional[str] = None, max_duplication: int = 64):
+        if device != "cpu":
+            raise NotImplementedError(f"terra.function(device={device!r}): only the CPU backend exists "
+                                      "so far; the CUDA backend is not built yet")
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.serialized = serialized
+        self.max_regenerations = max_regenerations
+        self.min_traces = max(2, min_traces)
+        self.max_traces = max_traces
+        self.max_duplication = max_duplication
+        self.cache_dir = cache_dir if cache_dir is not None else str(build_dir() / "terra-cache")
+        self._explicit = (modules, optimizers)
+        self.registry: Optional[StateRegistry] = None
+        self.phase = "tracing"
+        self.eager_reason = ""
+        self.stats = Stats()
+        self.session: Any = None
+        self.traces: list[Trace] = []
+        # Compiled state, used by CoExecutor.
+        self.keys: dict[tuple, int] = {}
+        self.host_calls: dict[tuple, Any] = {}
+        self.state_types: dict[str, Any] = {}
+        self.graph: Any = None
+        self.cursor: Any = None
+        self.unrolled: set[int] = set()
+        self.state_names: list[str] = []
+        self.host_op_names: list[str] = []
+        self.host_executor: Optional[Callable] = None
+        self.stages: dict[str, str] = {}
+        self._dummies: dict[str, torch.Tensor] = {}
+
+    # -- the call ------------------------------------------------------------------
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.registry is None:
+            self.registry = _discover_state(self.fn, args, *self._explicit)
+        if self.phase == "coexec":
+            return self._coexec(args, kwargs)
+        if self.phase == "tracing":
+            return self._trace(args, kwargs)
+        self.stats.eager_iterations += 1
+        return self.fn(*args, **kwargs)
+
+    def _log(self, text: str) -> None:
+        if _log_enabled():
+            print(f"[terra] {self.__qualname__}: {text}", file=sys.stderr, flush=True)
+
+    def _go_eager(self, reason: str) -> None:
+        self.phase = "eager"
+        self.eager_reason = reason
+        warnings.warn(f"terra.function {self.__qualname__} runs eagerly from now on: {reason}",
+                      RuntimeWarning, stacklevel=3)
+        self._log(f"-> eager ({reason})")
+
+    def _trace(self, args: tuple, kwargs: dict) -> Any:
+        self.stats.tracing_iterations += 1
+        start = time.perf_counter()
+        recorder = tracing._Recorder(self.registry, args, kwargs, sys._getframe())
+        result = _run_step(recorder, self.fn, args, kwargs)
+        self.stats.host_exec_s += time.perf_counter() - start
+        self.stats.steps.append({"phase": "tracing", "host_exec_s": time.perf_counter() - start})
+        self._after_trace(recorder.trace, tracing_phase=True)
+        return result
+
+    def _after_trace(self, trace: Trace, tracing_phase: bool) -> None:
+        """Merges a completed trace; compiles when tracing is done or the
+        graph changed after a deviation."""
+        if self.phase == "eager":
+            return
+        if trace.problems:
+            self._go_eager("the step cannot be compiled: " + "; ".join(trace.problems))
+            return
+        changed = self._merge(trace)
+        if changed is None:
+            return
+        if tracing_phase:
+            self._log(f"traced iteration {len(self.traces)} (graph {'changed' if changed else 'covered'})")
+            if changed and len(self.traces) >= self.max_traces:
+                self._go_eager(f"{len(self.traces)} traces and the graph still changes")
+                return
+            if changed or len(self.traces) < self.min_traces:
+                return
+            self._compile()
+            return
+        if changed:
+            if self.stats.regenerations >= self.max_regenerations:
+                self._go_eager(f"the graph was regenerated {self.stats.regenerations} times "
+                               f"(max_regenerations); last deviation: {self.stats.fallbacks[-1].reason}")
+                return
+            self.stats.regenerations += 1
+            self._log(f"regenerating the graph ({self.stats.regenerations})")
+            self._compile()
+
+    def _merge(self, trace: Trace) -> Optional[bool]:
+        if self.session is None:
+            self.session = native.load().Session()
+        text = module_text([trace], [f"iter{len(self.traces)}"])
+        r = self.session.add_trace(text)
+        if r["error"]:
+            self._go_eager(f"merging the trace failed: {r['error']}")
+            return None
+        if not r["coverable"]:
+            self._go_eager("the step's data flow cannot be expressed as one graph")
+            return None
+        self.traces.append(trace)
+        keys = r["keys"]
+        assert len(keys) == len(trace.events), "trace events and ops out of step"
+        for ev, k in zip(trace.events, keys):
+            if k < 0:
+                continue
+            self.keys[op_key(ev)] = k
+            if isinstance(ev, OpEvent) and ev.call is not None:
+                self.host_calls[tuple(self.session.key_name_and_args(k))] = ev.call
+            elif isinstance(ev, StateEvent):
+                self.state_types[ev.name] = ev.type
+        return bool(r["changed"])
+
+    def _compile(self, keep_stages: bool = False) -> None:
+        self._log(f"compiling ({self.session.num_nodes} TraceGraph nodes)")
+        start = time.perf_counter()
+        try:
+            graph, stages = self.session.compile(self.cache_dir, self.max_duplication, keep_stages)
+        except RuntimeError as exc:
+            self._go_eager(f"compiling the graph failed:\n{exc}")
+            return
+        self.stats.compile_time_s += time.perf_counter() - start
+        self.graph = graph
+        self.stages = dict(stages) if keep_stages else self.stages
+        self.cursor = self.session.cursor()
+        self.unrolled = set(self.session.unrolled_loops)
+        self.state_names = list(graph.state_names)
+        self.host_op_names = [name for name, _ in graph.host_ops]
+        self.host_executor = self._host_exec if graph.host_ops else None
+        self.phase = "coexec"
+        self._log(f"-> co-execution ({time.perf_counter() - start:.2f} s"
+                  f"{', cached' if graph.loaded_from_cache else ''}"
+                  f"{', host ops: ' + ', '.join(self.host_op_names) if self.host_op_names else ''})")
+
+    def state_value(self, name: str, registry: StateRegistry) -> torch.Tensor:
+        """The tensor the graph reads as state `name` (a placeholder of the
+        traced type when the program holds none: the graph then never
+        reads it on the path validation allows)."""
+        t = registry.tensors().get(name)
+        if t is None or isinstance(t, Placeholder):
+            t = self._dummies.get(name)
+            if t is None:
+                ty = self.state_types[name]
+                t = self._dummies[name] = torch.zeros(ty.shape, dtype=ty.dtype)
+        return t
+
+    def _host_exec(self, op_id: int, arrays: list) -> list:
+        """Runs an op the graph has no lowering for (on the runner thread)."""
+        name, args = self.graph.host_ops[op_id]
+        call = self.host_calls.get((name, args))
+        if call is None:
+            raise RuntimeError(f"no host implementation recorded for {name} {args}")
+        func, recipe = call
+        tensors = [torch.from_numpy(a) for a in arrays]
+        pos: list = []
+        kw: dict = {}
+        for arg_name, kwarg_only, kind, value in recipe:
+            if kind == "t":
+                v = tensors.pop(0)
+            elif kind == "tl":
+                v, tensors = tensors[:value], tensors[value:]
+            else:
+                v = value
+            if kwarg_only:
+                kw[arg_name] = v
+            else:
+                pos.append(v)
+        with torch.no_grad():
+            out = func(*pos, **kw)
+        outs = [out] if isinstance(out, torch.Tensor) else [t for t in out if isinstance(t, torch.Tensor)]
+        return [tensor_spec(t.contiguous()) for t in outs]
+
+    def _coexec(self, args: tuple, kwargs: dict) -> Any:
+        it = self.stats.tracing_iterations + self.stats.coexec_iterations + self.stats.eager_iterations
+        start = time.perf_counter()
+        ex = CoExecutor(self, self.registry, args, kwargs, sys._getframe(), self.serialized)
+        try:
+            result = _run_step(ex, self.fn, args, kwargs)
+        except BaseException:
+            # Eager would have run the ops before the exception: replay them
+            # so state is exactly as eager leaves it, then re-raise.
+            ex._deviate("the step raised an exception")
+            ex.backward.close()
+            _normalize_state(self.registry)
+            self.stats.coexec_iterations += 1
+            raise
+        trace = ex.end(result)
+        wall = time.perf_counter() - start
+        status = ex.run_result or ("cancelled", "", 0.0, 0.0, 0.0)
+        _, _, g_exec, g_stall, h_stall = status
+        step = {"phase": "coexec", "host_exec_s": max(wall - h_stall, 0.0), "host_stall_s": h_stall,
+                "graph_exec_s": g_exec, "graph_stall_s": g_stall}
+        self.stats.coexec_iterations += 1
+        self.stats.host_exec_s += step["host_exec_s"]
+        self.stats.host_stall_s += h_stall
+        self.stats.graph_exec_s += g_exec
+        self.stats.graph_stall_s += g_stall
+        if ex.deviation is not None:
+            reason, site = ex.deviation
+            where = _site_text(site)
+            self.stats.fallbacks.append(Fallback(it, reason, where))
+            step["fallback"] = f"{reason} at {where}"
+            self._log(f"iteration {it}: fallback: {reason} at {where}")
+            _normalize_state(self.registry)
+            self._after_trace(trace, tracing_phase=False)
+        self.stats.steps.append(step)
+        return result
+
+
+def _run_step(recorder: Any, fn: Callable, args: tuple, kwargs: dict) -> Any:
+    """Runs `fn` under `recorder` (a tracer or a co-executor) with the
+    materialization hooks installed; records what it returns."""
+    if tracing._ACTIVE is not None:
+        raise RuntimeError("a terra.function step is already running in this process "
+                           "(nested or concurrent steps are not supported)")
+    tracing._ACTIVE = recorder
+    tracing._install_hooks()
+    try:
+        with recorder:
+            result = fn(*args, **kwargs)
+    except BaseException:
+        if type(recorder) is tracing._Recorder:
+            recorder.backward.close()
+        raise
+    finally:
+        tracing._remove_hooks()
+        tracing._ACTIVE = None
+    if type(recorder) is tracing._Recorder:
+        recorder.record_return(result)
+        recorder.finish()
+    return result
+
+
+def _normalize_state(registry: StateRegistry) -> None:
+    """After an eager finish: state that holds placeholders gets their values."""
+    for slot in registry.slots():
+        t = slot.get()
+        if isinstance(t, Placeholder):
+            slot.set(t.terra_real)
+
+
+def _site_text(site: Any) -> str:
+    if site is None or not getattr(site, "frames", None):
+        return "<unknown>"
+    for f in site.frames:
+        if not f.file.startswith("<"):
+            return f"{f.file}:{f.line}"
+    f = site.frames[0]
+    return f"{f.file}:{f.function}"
+
+
+# -- finding the persistent state ------------------------------------------------------
+def _discover_state(fn: Callable, args: tuple, modules: Optional[Sequence[torch.nn.Module]],
+                    optimizers: Optional[Sequence[torch.optim.Optimizer]]) -> StateRegistry:
+    found_m: list[torch.nn.Module] = list(modules or [])
+    found_o: list[torch.optim.Optimizer] = list(optimizers or [])
+    if modules is not None and optimizers is not None:
+        return StateRegistry(found_m, found_o)
+    seen: set[int] = set()
+
+    def visit(obj: Any, depth: int) -> None:
+        if id(obj) in seen or depth > 2:
+            return
+        seen.add(id(obj))
+        if isinstance(obj, torch.nn.Module):
+            if modules is None:
+                found_m.append(obj)
+            return
+        if isinstance(obj, torch.optim.Optimizer):
+            if optimizers is None:
+                found_o.append(obj)
+            return
+        if isinstance(obj, (types.ModuleType, type, int, float, str, bool, torch.Tensor)) or obj is None:
+            return
+        if isinstance(obj, (list, tuple)):
+            for x in obj:
+                visit(x, depth + 1)
+            return
+        if isinstance(obj, dict):
+            for x in obj.values():
+                visit(x, depth + 1)
+            return
+        if isinstance(obj, (types.FunctionType, types.MethodType)):
+            visit_function(obj, depth + 1)
+            return
+        attrs = getattr(obj, "__dict__", None)
+        if isinstance(attrs, dict):
+            for x in attrs.values():
+                visit(x, depth + 1)
+
+    def visit_function(f: Any, depth: int) -> None:
+        if isinstance(f, types.MethodType):
+            visit(f.__self__, depth)
+            f = f.__func__
+        code = getattr(f, "__code__", None)
+        if code is None:
+            return
+        names: set[str] = set()
+        stack = [code]
+        while stack:
+            c = stack.pop()
+            names.update(c.co_names)
+            stack.extend(x for x in c.co_consts if isinstance(x, types.CodeType))
+        g = getattr(f, "__globals__", {})
+        for n in sorted(names):
+            if n in g:
+                visit(g[n], depth)
+        for cell in getattr(f, "__closure__", None) or ():
+            try:
+                visit(cell.cell_contents, depth)
+            except ValueError:
+                pass
+
+    visit_function(fn, 0)
+    for a in args:
+        if isinstance(a, (torch.nn.Module, torch.optim.Optimizer)):
+            visit(a, 0)
+    # Keep only top-level modules (submodules are named through them).
+    subs = {id(s) for m in found_m for s in m.modules() if s is not m}
+    found_m = [m for m in found_m if id(m) not in subs]
+    return StateRegistry(found_m, found_o)
+
+
+# -- public API ----------------------------------------------------------------------------
+def function(fn: Optional[Callable] = None, **options: Any) -> Any:
+    """`@terra.function` or `@terra.function(serialized=True, ...)`."""
+    if fn is None:
+        return lambda f: TerraFunction(f, **options)
+    return TerraFunction(fn, **options)
+
+
+def stats(fn: TerraFunction) -> dict:
+    """What happened so far: phases, fallbacks (reason and site each),
+    regenerations, compile time, host/graph exec and stall times (totals and
+    per step)."""
+    if not isinstance(fn, TerraFunction):
+        raise TypeError("terra.stats expects a function decorated with @terra.function")
+    return fn.stats.as_dict(fn)
+
+
+def explain(fn: TerraFunction, directory: Optional[str] = None) -> dict[str, str]:
+    """Writes the TraceGraph (DOT, and PNG when graphviz is installed) and
+    the MLIR after each stage into `directory`; returns the paths."""
+    if not isinstance(fn, TerraFunction):
+        raise TypeError("terra.explain expects a function decorated with @terra.function")
+    if fn.session is None:
+        raise RuntimeError("terra.explain: the function has not been traced yet; call it first")
+    out = Path(directory or tempfile.mkdtemp(prefix="terra-explain-"))
+    out.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, str] = {}
+    dot = out / "tracegraph.dot"
+    dot.write_text(fn.session.trace_graph_dot())
+    paths["tracegraph.dot"] = str(dot)
+    if shutil.which("dot"):
+        png = out / "tracegraph.png"
+        subprocess.run(["dot", "-Tpng", str(dot), "-o", str(png)], check=False, capture_output=True)
+        if png.exists():
+            paths["tracegraph.png"] = str(png)
+    (out / "traces.mlir").write_text(module_text(fn.traces))
+    paths["traces.mlir"] = str(out / "traces.mlir")
+    try:
+        _, stages = fn.session.compile(fn.cache_dir, fn.max_duplication, True)
+    except RuntimeError as exc:
+        (out / "error.txt").write_text(str(exc))
+        paths["error.txt"] = str(out / "error.txt")
+        stages = {"trace_graph": fn.session.trace_graph_text()}
+    for key, fname in (("trace_graph", "1-tracegraph.mlir"), ("graph", "2-graph.mlir"),
+                       ("linalg", "3-linalg.mlir"), ("lowered", "4-llvm.mlir")):
+        if stages.get(key):
+            (out / fname).write_text(stages[key])
+            paths[fname] = str(out / fname)
+    return paths

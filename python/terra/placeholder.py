@@ -1,0 +1,106 @@
+"""Placeholders: the tensors the host program sees during co-execution.
+
+A placeholder has the shape, strides, dtype and device of the value the
+graph computes, but no data (spec 4.1). The host runs the user's step on
+placeholders while the graph computes the values; autograd and optimizers
+work on them as on any tensor, because every op on them goes to the
+co-executor (a TorchDispatchMode) while the step runs.
+
+A placeholder gets its value (`real`) in one of three ways: the host reads
+it and the graph publishes it (a fetch), the iteration deviates from the
+graph and the ops recorded so far are replayed eagerly, or it escapes the
+step and is read later from its run's fetches. Once it has a value it
+behaves as that value, so a placeholder that outlives the step is a normal
+tensor to the rest of the program.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+# What a placeholder without a value does when an op needs its data outside
+# the co-executor; set by the front end: (placeholder) -> real tensor.
+Resolver = Callable[["Placeholder"], torch.Tensor]
+
+
+class ValueUnavailable(RuntimeError):
+    """A placeholder's value is needed but the graph never published it."""
+
+
+class Token:
+    """The identity of a placeholder's memory: views share their base's."""
+
+    __slots__ = ("__weakref__",)
+
+
+class Placeholder(torch.Tensor):
+    """A tensor whose value the graph computes (see the module docstring)."""
+
+    # Ops must reach __torch_dispatch__ with the placeholder itself, and
+    # results must not be converted to this class by __torch_function__.
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @staticmethod
+    def __new__(cls, meta: torch.Tensor, token: Optional[Token] = None, device: Any = "cpu",
+                offset: Optional[int] = None):
+        r = torch.Tensor._make_wrapper_subclass(
+            cls, meta.shape, strides=meta.stride(),
+            storage_offset=meta.storage_offset() if offset is None else offset,
+            dtype=meta.dtype, device=device, requires_grad=False)
+        r._terra_token = token if token is not None else Token()
+        # A view of real memory (e.g. `w.t()` of a parameter) is identified
+        # like the real view would be: its address and its base's identity.
+        r._terra_addr = None
+        r._terra_base = None
+        r._terra_real = None
+        r._terra_resolve = None  # () -> torch.Tensor, for escaped values
+        r._terra_where = ""      # the op that produced it, for errors
+        return r
+
+    def __repr__(self, *, tensor_contents: Any = None) -> str:  # noqa: D105
+        if self._terra_real is None and self._terra_resolve is None:
+            return f"<terra placeholder {self.dtype} {list(self.shape)} without a value>"
+        return torch.Tensor.__repr__(self, tensor_contents=tensor_contents)
+
+    @property
+    def terra_real(self) -> torch.Tensor:
+        """The value, fetching it from its graph run if needed."""
+        if self._terra_real is None:
+            resolve = self._terra_resolve
+            if resolve is None:
+                raise ValueUnavailable(
+                    f"the value of a tensor computed inside a terra.function step ({self._terra_where}) "
+                    "is not available: it left the step without being returned or read there, and "
+                    "the graph did not publish it. Return it from the step, or read it inside the step.")
+            self._terra_real = resolve()
+        return self._terra_real
+
+    @classmethod
+    def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
+        # Reached only where no co-executor intercepts the op (after the
+        # step, after a deviation, or paused): run it on the values.
+        kwargs = kwargs or {}
+        reals: dict[int, Placeholder] = {}
+
+        def unwrap(x: Any) -> Any:
+            if isinstance(x, Placeholder):
+                r = x.terra_real
+                reals[id(r)] = x
+                return r
+            return x
+
+        out = func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs))
+        # An op that returns its (written) argument returns the placeholder.
+        return tree_map(lambda o: reals.get(id(o), o) if isinstance(o, torch.Tensor) else o, out)
+
+
+def real(x: Any) -> Any:
+    """`x` with every placeholder in it replaced by its value."""
+    return tree_map(lambda t: t.terra_real if isinstance(t, Placeholder) else t, x)
+
+
+def has_placeholder(x: Any) -> bool:
+    flat, _ = tree_flatten(x)
+    return any(isinstance(t, Placeholder) for t in flat)
