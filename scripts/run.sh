@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# The main job. Until the co-execution front end exists, it (1) runs the
-# compiler on the paper's worked example: import the recorded traces, merge
-# them, run case assignment, and print the TraceGraph (also as DOT) and the
-# graph; and (2) trains a small PyTorch MLP through the traced, compiled path
-# next to eager PyTorch and checks that they agree.
+# The main job. (1) Runs the compiler on the paper's worked example: import
+# the recorded traces, merge them, run case assignment, and print the
+# TraceGraph (also as DOT) and the graph; (2) trains a PyTorch MLP under
+# @terra.function next to eager PyTorch and reports agreement, speed, phases
+# and fallbacks.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${TERRA_BUILD_DIR:-$root/build}"
 
 bash "$root/scripts/install-deps.sh"
-bash "$root/scripts/build.sh" terra-opt terra-translate terra-run
+bash "$root/scripts/build.sh" terra-opt terra-translate terra-run _terra_native
 
 traces="$root/examples/worked-example.json"
 bin="$build/bin"
@@ -23,5 +23,5 @@ echo "== TraceGraph as DOT =="
 echo "== generated graph =="
 "$bin/terra-translate" --import-trace "$traces" \
   | "$bin/terra-opt" -terra-merge-traces -terra-assign-cases
-echo "== a PyTorch MLP: eager vs traced + compiled =="
-TERRA_BUILD_DIR="$build" /usr/bin/python3 "$root/examples/train_mlp.py"
+echo "== a PyTorch training program: eager vs @terra.function =="
+TERRA_BUILD_DIR="$build" /usr/bin/python3 "$root/examples/train.py"

@@ -237,6 +237,16 @@ Session::keyNameAndArgs(int64_t key) const {
   return out;
 }
 
+std::vector<int64_t> Session::nodeShape(int64_t node, unsigned result) const {
+  llvm::ArrayRef<Type> types = impl->graph->nodeTypes(NodeId(node));
+  std::vector<int64_t> shape;
+  if (result < types.size())
+    if (auto t = dyn_cast<RankedTensorType>(types[result]))
+      for (int64_t d : t.getShape())
+        shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
+  return shape;
+}
+
 std::string Session::nodeLocation(int64_t node) const {
   std::string text;
   llvm::raw_string_ostream os(text);

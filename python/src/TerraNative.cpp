@@ -316,6 +316,7 @@ PYBIND11_MODULE(_terra_native, m) {
       .def("describe_key", &Session::describeKey)
       .def("node_location", &Session::nodeLocation)
       .def("key_name_and_args", &Session::keyNameAndArgs)
+      .def("node_shape", &Session::nodeShape)
       .def_property_readonly("num_nodes",
                              [](Session &s) { return s.graph().size(); });
 

@@ -144,7 +144,8 @@ class CoExecutor(_Recorder):
         self.real_tokens: dict[tuple, Token] = {}
         self.deviation: Optional[tuple[str, Optional[Site]]] = None
         self.run_result: Optional[tuple] = None
-        states = [tensor_spec(compiled.state_value(name, registry)) for name in compiled.state_names]
+        now = registry.tensors()
+        states = [tensor_spec(compiled.state_value(name, now)) for name in compiled.state_names]
         self.run = compiled.graph.new_run(states, compiled.host_executor)
         if not serialized:
             self.run.start()
@@ -284,7 +285,11 @@ class CoExecutor(_Recorder):
                     if got is None:
                         raise Deviation("a value fed from Python is not in the graph here")
                     self.handles[i] = got
-                    self.run.feed(got[0], tensor_spec(self.feed_values.pop(i)))
+                    value = self.feed_values.pop(i)
+                    if not self.compiled.shape_fits(got[0], value.shape):
+                        raise Deviation(f"a fed tensor has shape {list(value.shape)}; the graph was "
+                                        f"compiled for {self.compiled.feed_shape(got[0])}")
+                    self.run.feed(got[0], tensor_spec(value))
                 elif isinstance(ev, StateEvent):
                     key = keys.get(op_key(ev))
                     got = self.cursor.state(key) if key is not None else None

@@ -134,6 +134,7 @@ class TerraFunction:
         self.host_executor: Optional[Callable] = None
         self.stages: dict[str, str] = {}
         self._dummies: dict[str, torch.Tensor] = {}
+        self._feed_shapes: dict[int, list[int]] = {}
 
     # -- the call ------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -187,7 +188,10 @@ class TerraFunction:
                 return
             self._compile()
             return
-        if changed:
+        # After a deviation the graph is regenerated even when the TraceGraph's
+        # structure did not change: merging may have relaxed a dimension to
+        # a dynamic one or added a fetch point.
+        if changed or self.stats.fallbacks:
             if self.stats.regenerations >= self.max_regenerations:
                 self._go_eager(f"the graph was regenerated {self.stats.regenerations} times "
                                f"(max_regenerations); last deviation: {self.stats.fallbacks[-1].reason}")
@@ -232,6 +236,7 @@ class TerraFunction:
         self.graph = graph
         self.stages = dict(stages) if keep_stages else self.stages
         self.cursor = self.session.cursor()
+        self._feed_shapes = {}
         self.unrolled = set(self.session.unrolled_loops)
         self.state_names = list(graph.state_names)
         self.host_op_names = [name for name, _ in graph.host_ops]
@@ -241,11 +246,22 @@ class TerraFunction:
                   f"{', cached' if graph.loaded_from_cache else ''}"
                   f"{', host ops: ' + ', '.join(self.host_op_names) if self.host_op_names else ''})")
 
-    def state_value(self, name: str, registry: StateRegistry) -> torch.Tensor:
+    def feed_shape(self, node: int) -> list[int]:
+        shape = self._feed_shapes.get(node)
+        if shape is None:
+            shape = self._feed_shapes[node] = list(self.session.node_shape(node, 0))
+        return shape
+
+    def shape_fits(self, node: int, shape: Any) -> bool:
+        """A fed tensor of `shape` fits the compiled graph's feed `node`."""
+        want = self.feed_shape(node)
+        return len(want) == len(shape) and all(w < 0 or w == d for w, d in zip(want, shape))
+
+    def state_value(self, name: str, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         """The tensor the graph reads as state `name` (a placeholder of the
         traced type when the program holds none: the graph then never
         reads it on the path validation allows)."""
-        t = registry.tensors().get(name)
+        t = tensors.get(name)
         if t is None or isinstance(t, Placeholder):
             t = self._dummies.get(name)
             if t is None:
@@ -292,6 +308,8 @@ class TerraFunction:
             ex.backward.close()
             _normalize_state(self.registry)
             self.stats.coexec_iterations += 1
+            exc = sys.exc_info()[1]
+            self.stats.fallbacks.append(Fallback(it, f"the step raised {type(exc).__name__}", "<step>"))
             raise
         trace = ex.end(result)
         wall = time.perf_counter() - start

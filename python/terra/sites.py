@@ -69,9 +69,15 @@ class Site:
 _DISPATCH_FILE = os.path.join("torch", "utils", "_python_dispatch.py")
 
 
+_OWN: dict[types.CodeType, bool] = {}
+
+
 def _own_frame(code: types.CodeType) -> bool:
-    path = os.path.abspath(code.co_filename)
-    return os.path.dirname(path) == _PACKAGE_DIR or path.endswith(_DISPATCH_FILE)
+    own = _OWN.get(code)
+    if own is None:
+        path = os.path.abspath(code.co_filename)
+        own = _OWN[code] = os.path.dirname(path) == _PACKAGE_DIR or path.endswith(_DISPATCH_FILE)
+    return own
 
 
 def capture(start: Optional[types.FrameType], stop: Optional[types.FrameType]) -> tuple[Site, bool]:

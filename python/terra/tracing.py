@@ -104,6 +104,8 @@ class _Recorder(TorchDispatchMode):
         self.state_reads: dict[str, ValueRef] = {}
         # Tensor arguments of the call, by where they sit in (args, kwargs).
         self.arg_paths: dict[Key, tuple] = {}
+        # Memory of fed tensors written in place (base -> shape).
+        self.written_feeds: dict[tuple, list[int]] = {}
         try:
             for name, t in registry.tensors().items():
                 k = self.key(t)
@@ -211,12 +213,13 @@ class _Recorder(TorchDispatchMode):
                 self.producers.pop(other, None)
                 self.stale.add(other)
 
-    def _check_writable(self, ref: ValueRef) -> None:
+    def _check_writable(self, ref: ValueRef, t: torch.Tensor) -> None:
         """An in-place write into a fed tensor would change the host's tensor
-        in eager mode but not in the graph: nothing commits feeds."""
+        in eager mode but not in the graph: nothing commits feeds. It is
+        fine when the tensor ends up as persistent state (e.g. optimizer
+        state created during the step), which is committed; `finish` checks."""
         if isinstance(self.trace.events[ref.event], FeedEvent):
-            self.problem("writes in place into a tensor from outside the step that is not registered "
-                         "state; the write would not be committed")
+            self.written_feeds.setdefault(self.base(t), list(t.shape))
 
     # -- ops -----------------------------------------------------------------
     def __torch_dispatch__(self, func: Any, types_: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
@@ -292,7 +295,7 @@ class _Recorder(TorchDispatchMode):
                 operands.append(self.value_of(v, site))
                 if (a.alias_info is not None and a.alias_info.is_write) or a.name in unmarked:
                     written.append(v)
-                    self._check_writable(operands[-1])
+                    self._check_writable(operands[-1], v)
             elif isinstance(v, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in v):
                 for x in v:
                     if x is None:
@@ -302,7 +305,7 @@ class _Recorder(TorchDispatchMode):
                     operands.append(self.value_of(x, site))
                     if a.alias_info is not None and a.alias_info.is_write:
                         written.append(x)
-                        self._check_writable(operands[-1])
+                        self._check_writable(operands[-1], x)
             elif v is None:
                 if tensor_arg:
                     op_args[a.name] = None  # an absent optional tensor: `name = unit`
@@ -415,6 +418,10 @@ class _Recorder(TorchDispatchMode):
                 self.problem(f"{name} now holds a fed or other state's tensor; not committed")
                 continue
             self._append(FetchEvent(ref, TensorType.of(t), commit_site_of(name), "commit", name))
+            self.written_feeds.pop(self.base(t), None)
+        for shape in self.written_feeds.values():
+            self.problem(f"writes in place into a tensor from outside the step (shape {shape}) that is not "
+                         "persistent state; the write would not be committed")
         self.keepalive.clear()
         return self.trace
 

@@ -87,6 +87,8 @@ public:
   /// The op name and printed args dictionary of an op key ("" without
   /// args), printed as the runtime reports host ops.
   std::pair<std::string, std::string> keyNameAndArgs(int64_t key) const;
+  /// The shape of result `result` of `node` (-1: dynamic); empty for none.
+  std::vector<int64_t> nodeShape(int64_t node, unsigned result) const;
   /// The source location of a node, printed ("" for none).
   std::string nodeLocation(int64_t node) const;
 
