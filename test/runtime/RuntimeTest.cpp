@@ -81,6 +81,26 @@ TEST(Channels, WaitBlocksUntilSent) {
   EXPECT_GT(ch.graphStallSeconds(), 0.0);
 }
 
+// Serialized execution: the host waits until the graph needs more input.
+TEST(Channels, WaitGraphIdleReturnsWhenTheGraphBlocks) {
+  Channels ch;
+  std::atomic<bool> idleSeen{false};
+  std::thread host([&] {
+    ch.waitGraphIdle();
+    idleSeen = true;
+    ch.sendFeed(1, Tensor::empty(DType::F32, {1}));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(idleSeen); // the graph has not blocked yet
+  Tensor t;
+  EXPECT_TRUE(ch.receiveFeed(1, t)); // blocks: the host wakes and feeds
+  host.join();
+  EXPECT_TRUE(idleSeen);
+  // A closed run never blocks the host.
+  ch.close();
+  ch.waitGraphIdle();
+}
+
 TEST(Channels, CancelWakesEveryWaiter) {
   Channels ch;
   std::vector<std::thread> waiters;
