@@ -44,6 +44,15 @@ struct Session::Impl {
     ctx->disableMultithreading();
     graph = std::make_unique<TypedTraceGraph>(ctx.get());
   }
+
+  /// A module holding the merged TraceGraph as `terra.trace_graph`.
+  std::pair<OwningOpRef<ModuleOp>, TraceGraphOp> emitTraceGraph() const {
+    Location loc = UnknownLoc::get(ctx.get());
+    OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+    OpBuilder b(module->getBodyRegion());
+    TraceGraphOp op = graph->emit(b, loc, "merged");
+    return {std::move(module), op};
+  }
 };
 
 namespace {
@@ -127,17 +136,13 @@ Session::compile(const CompileOptions &options, std::string &error,
   Location loc = UnknownLoc::get(ctx);
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   OpBuilder b(module->getBodyRegion());
+  bool keep = stages && options.keepStages;
   auto print = [&](std::string &out) {
     llvm::raw_string_ostream os(out);
     module->print(os);
   };
-  if (stages && options.keepStages) {
-    OwningOpRef<ModuleOp> tgModule = ModuleOp::create(loc);
-    OpBuilder tb(tgModule->getBodyRegion());
-    impl->graph->emit(tb, loc, "merged");
-    llvm::raw_string_ostream os(stages->traceGraph);
-    tgModule->print(os);
-  }
+  if (keep)
+    stages->traceGraph = traceGraphText();
   CaseAssignmentOptions caOptions;
   caOptions.maxDuplication = options.maxDuplication;
   FailureOr<GraphOp> graph =
@@ -150,7 +155,7 @@ Session::compile(const CompileOptions &options, std::string &error,
   if (auto pairs = graph->getUnrolledLoopsAttr())
     for (Attribute a : pairs)
       unrolled.push_back(cast<DenseI64ArrayAttr>(a)[0]);
-  if (stages && options.keepStages)
+  if (keep)
     print(stages->graph);
 
   PassManager pm(ctx);
@@ -159,7 +164,7 @@ Session::compile(const CompileOptions &options, std::string &error,
     error = diags.take("conversion to linalg failed");
     return nullptr;
   }
-  if (stages && options.keepStages)
+  if (keep)
     print(stages->linalg);
   PassManager lower(ctx);
   lower.addPass(createTerraLowerGraph());
@@ -168,7 +173,7 @@ Session::compile(const CompileOptions &options, std::string &error,
     error = diags.take("lowering for the CPU failed");
     return nullptr;
   }
-  if (stages && options.keepStages)
+  if (keep)
     print(stages->lowered);
   std::unique_ptr<rt::CompiledGraph> compiled =
       rt::CompiledGraph::compile(*module, "merged", options.cacheDir, error);
@@ -178,10 +183,7 @@ Session::compile(const CompileOptions &options, std::string &error,
 }
 
 std::string Session::traceGraphText() const {
-  Location loc = UnknownLoc::get(impl->ctx.get());
-  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
-  OpBuilder b(module->getBodyRegion());
-  impl->graph->emit(b, loc, "merged");
+  auto [module, op] = impl->emitTraceGraph();
   std::string text;
   llvm::raw_string_ostream os(text);
   module->print(os);
@@ -189,10 +191,7 @@ std::string Session::traceGraphText() const {
 }
 
 std::string Session::traceGraphDot() const {
-  Location loc = UnknownLoc::get(impl->ctx.get());
-  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
-  OpBuilder b(module->getBodyRegion());
-  TraceGraphOp op = impl->graph->emit(b, loc, "merged");
+  auto [module, op] = impl->emitTraceGraph();
   std::string text;
   llvm::raw_string_ostream os(text);
   printTraceGraphAsDot(op, os);

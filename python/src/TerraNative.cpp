@@ -185,17 +185,17 @@ public:
     for (py::tuple &s : states)
       state->states.push_back(toTensor(s));
     if (!hostExecutor.is_none()) {
-      auto fn = std::make_shared<py::object>(hostExecutor);
+      // Held through pyOwner: the run may be released on the runner thread,
+      // and dropping the reference there needs the GIL.
       std::shared_ptr<void> owner = pyOwner(hostExecutor);
-      state->hostOps = [fn, owner](int64_t id, const std::vector<Tensor> &in,
-                                   std::vector<Tensor> &out,
-                                   std::string &error) {
+      state->hostOps = [owner](int64_t id, const std::vector<Tensor> &in,
+                               std::vector<Tensor> &out, std::string &error) {
         py::gil_scoped_acquire gil;
         try {
           py::list args;
           for (const Tensor &t : in)
             args.append(toArray(t));
-          py::object result = (*fn)(id, args);
+          py::object result = (*static_cast<py::object *>(owner.get()))(id, args);
           for (py::handle h : result)
             out.push_back(toTensor(py::reinterpret_borrow<py::tuple>(h)));
           return true;

@@ -32,7 +32,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from . import mlir_text
-from .placeholder import Placeholder, Token
+from .placeholder import Placeholder, Token, real
 from .sites import Site
 from .trace import FeedEvent, FetchEvent, OpEvent, StateEvent, ValueRef
 from .tracing import ALIAS_OPS, _flat_tensors_deep, _Recorder
@@ -138,7 +138,7 @@ class CoExecutor(_Recorder):
         self.serialized = serialized
         self.handles: dict[int, tuple[int, int]] = {}
         self.validated = 0
-        self.pending: set[int] = set()
+        self.pending: dict[int, int] = {}  # id(engine op record) -> event index
         self.feed_values: dict[int, torch.Tensor] = {}
         self.log: list[tuple[Any, tuple, dict, Any]] = []
         self.real_tokens: dict[tuple, Token] = {}
@@ -167,15 +167,11 @@ class CoExecutor(_Recorder):
         n = len(self.trace.events)
         super()._record(name, operands, op_args, written, out, site, engine, func)
         if engine and len(self.trace.events) > n:
-            self.pending.add(n)  # its site is known once its autograd node ends
+            self.pending[id(self.trace.events[n])] = n  # site known when its autograd node ends
 
     def _set_site(self, record: OpEvent, site: Site) -> None:
         record.site = site
-        if self.pending:
-            for i in list(self.pending):
-                if self.trace.events[i] is record:
-                    self.pending.discard(i)
-                    break
+        self.pending.pop(id(record), None)
 
     def __torch_dispatch__(self, func: Any, types_: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
         out = super().__torch_dispatch__(func, types_, args, kwargs)
@@ -265,9 +261,9 @@ class CoExecutor(_Recorder):
         try:
             while self.validated < len(events):
                 i = self.validated
-                if i in self.pending:
-                    return
                 ev = events[i]
+                if id(ev) in self.pending:
+                    return
                 if isinstance(ev, OpEvent):
                     key = keys.get(op_key(ev))
                     if key is None:
@@ -363,7 +359,7 @@ class CoExecutor(_Recorder):
             self.run_result = self.run.wait()
         with self.pause(), torch.no_grad():
             for func, args, kwargs, out in self.log:
-                result = func(*_reals(args), **_reals(kwargs))
+                result = func(*real(args), **real(kwargs))
                 outs, _ = tree_flatten(out)
                 reals, _ = tree_flatten(result)
                 for o, r in zip(outs, reals):
@@ -413,7 +409,9 @@ class CoExecutor(_Recorder):
             slots[name].set(None)
         # Returned placeholders get their fetched values.
         returned = {f.value: values[k] for k, f in enumerate(trace.fetches) if f.kind == "return"}
-        for t in returned_placeholders(result):
+        for t in _flat_tensors_deep(result):
+            if not isinstance(t, Placeholder):
+                continue
             ref = self.producers.get(self.key(t))
             if t._terra_real is None and ref in returned:
                 t._terra_real = returned[ref]
@@ -439,16 +437,13 @@ def _view_of(target: torch.Tensor, meta: torch.Tensor, token: Token, where: str,
              real_base: Optional[tuple] = None) -> Placeholder:
     """A placeholder viewing `target`'s memory; `meta` is the view of a
     meta copy of `target` (offsets relative to `target`)."""
-    elsize = meta.element_size()
+    ph = Placeholder(meta, token, offset=target.storage_offset() + meta.storage_offset())
     if isinstance(target, Placeholder):
-        ph = Placeholder(meta, token, offset=target.storage_offset() + meta.storage_offset())
-        if target._terra_addr is not None:
-            ph._terra_addr = target._terra_addr + meta.storage_offset() * elsize
-            ph._terra_base = target._terra_base
+        addr, ph._terra_base = target._terra_addr, target._terra_base
     else:
-        ph = Placeholder(meta, token, offset=target.storage_offset() + meta.storage_offset())
-        ph._terra_addr = target.data_ptr() + meta.storage_offset() * elsize
-        ph._terra_base = real_base
+        addr, ph._terra_base = target.data_ptr(), real_base
+    if addr is not None:
+        ph._terra_addr = addr + meta.storage_offset() * meta.element_size()
     ph._terra_where = where
     return ph
 
@@ -459,10 +454,3 @@ def _from_fetch(run: Any, fid: int, inst: int) -> torch.Tensor:
         raise RuntimeError("the graph run that computed this value did not publish it")
     return torch.from_numpy(arr)
 
-
-def _reals(x: Any) -> Any:
-    return tree_map(lambda t: t.terra_real if isinstance(t, Placeholder) else t, x)
-
-
-def returned_placeholders(result: Any) -> list[Placeholder]:
-    return [t for t in _flat_tensors_deep(result) if isinstance(t, Placeholder)]

@@ -163,8 +163,9 @@ class TerraFunction:
         start = time.perf_counter()
         recorder = tracing._Recorder(self.registry, args, kwargs, sys._getframe())
         result = _run_step(recorder, self.fn, args, kwargs)
-        self.stats.host_exec_s += time.perf_counter() - start
-        self.stats.steps.append({"phase": "tracing", "host_exec_s": time.perf_counter() - start})
+        elapsed = time.perf_counter() - start
+        self.stats.host_exec_s += elapsed
+        self.stats.steps.append({"phase": "tracing", "host_exec_s": elapsed})
         self._after_trace(recorder.trace, tracing_phase=True)
         return result
 

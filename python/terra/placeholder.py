@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_map
 
 # What a placeholder without a value does when an op needs its data outside
 # the co-executor; set by the front end: (placeholder) -> real tensor.
@@ -100,7 +100,3 @@ def real(x: Any) -> Any:
     """`x` with every placeholder in it replaced by its value."""
     return tree_map(lambda t: t.terra_real if isinstance(t, Placeholder) else t, x)
 
-
-def has_placeholder(x: Any) -> bool:
-    flat, _ = tree_flatten(x)
-    return any(isinstance(t, Placeholder) for t in flat)

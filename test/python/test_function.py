@@ -106,20 +106,26 @@ def mlp(d: int = 6, classes: int = 3) -> nn.Module:
     return nn.Sequential(nn.Linear(d, 16), nn.Tanh(), nn.Linear(16, classes))
 
 
-# -- programs ---------------------------------------------------------------------------
-def test_mlp_sgd_momentum_no_fallbacks() -> None:
+def sgd_program(read_item: bool = False, **sgd: Any) -> Callable[[], tuple]:
+    """`make` for the plain MLP step (forward, backward, SGD), returning the
+    loss tensor or, with `read_item`, its Python value."""
     def make() -> tuple:
         model = mlp()
-        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        opt = torch.optim.SGD(model.parameters(), **{"lr": 0.1, **sgd})
 
         def step(x, y):
             loss = F.cross_entropy(model(x), y)
             opt.zero_grad()
             loss.backward()
             opt.step()
-            return loss
+            return loss.item() if read_item else loss
         return step, model, opt
-    stats = compare(make, batches(8), max_fallbacks=0)
+    return make
+
+
+# -- programs ---------------------------------------------------------------------------
+def test_mlp_sgd_momentum_no_fallbacks() -> None:
+    stats = compare(sgd_program(momentum=0.9), batches(8), max_fallbacks=0)
     assert stats["coexec_iterations"] >= 5
     assert stats["graph_exec_s"] > 0
 
@@ -339,19 +345,8 @@ def test_none_default_arguments() -> None:
 
 
 def test_batch_size_changes_in_the_last_batch() -> None:
-    def make() -> tuple:
-        model = mlp()
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-
-        def step(x, y):
-            loss = F.cross_entropy(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-        return step, model, opt
     data = batches(6) + batches(3, b=5, seed=9)
-    stats = compare(make, data, max_fallbacks=1)
+    stats = compare(sgd_program(), data, max_fallbacks=1)
     assert stats["steps"][-1]["phase"] == "coexec" and "fallback" not in stats["steps"][-1]
 
 
@@ -432,18 +427,7 @@ def test_regeneration_cap_goes_eager_with_a_warning() -> None:
 
 
 def test_serialized_mode_matches_eager() -> None:
-    def make() -> tuple:
-        model = mlp()
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-
-        def step(x, y):
-            loss = F.cross_entropy(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss.item()
-        return step, model, opt
-    compare(make, batches(6), max_fallbacks=0, serialized=True)
+    compare(sgd_program(read_item=True), batches(6), max_fallbacks=0, serialized=True)
 
 
 def test_explain_writes_every_stage(tmp_path: Any) -> None:
