@@ -13,6 +13,7 @@ It prints a markdown table (paste into docs/benchmarks.md).
 from __future__ import annotations
 
 import copy
+import os
 import re
 import statistics
 import subprocess
@@ -46,8 +47,11 @@ def eager_ms(fn, repeat: int = REPEAT) -> float:
 
 def terra_run_ms(argv: list[str], repeat: int = REPEAT) -> tuple[float, float]:
     """(compile ms, median run ms) of `terra-run argv` with --repeat."""
+    # OpenBLAS (the graphs' GEMM/convolution library) gets the same thread
+    # count as eager torch.
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": str(torch.get_num_threads())}
     out = subprocess.run([str(TERRA_RUN), *argv, "--repeat", str(repeat), "--timing"],
-                         capture_output=True, text=True, check=True).stdout
+                         capture_output=True, text=True, check=True, env=env).stdout
     compile_s = float(re.search(r"compile (\S+) s", out).group(1))
     runs = [float(x) for x in re.findall(r"^run (\S+) s", out, re.M)]
     return compile_s * 1e3, statistics.median(runs[1:] or runs) * 1e3

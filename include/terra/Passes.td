@@ -91,4 +91,31 @@ def TerraLowerGraph : Pass<"terra-lower-graph", "mlir::ModuleOp"> {
     "mlir::bufferization::BufferizationDialect", "mlir::arith::ArithDialect"];
 }
 
+def TerraLibraryCalls : Pass<"terra-library-calls", "mlir::ModuleOp"> {
+  let summary = "Replace bufferized GEMMs and convolutions by runtime library calls";
+  let description = [{
+    Runs after one-shot bufferization. Each `linalg.matmul`,
+    `linalg.batch_matmul` (f32/f64, default indexing maps),
+    `linalg.conv_2d_nchw_fchw` (f32/f64), and convolution-gradient
+    `linalg.generic`s tagged `terra.library` by the lowering (checked to
+    still have the exact maps and body built from their stride/dilation) on
+    strided memrefs becomes a `func.call` of a C-interface entry point of the
+    runtime (lib/Runtime/Library.cpp): OpenBLAS `?gemm` for the products,
+    im2col + `?gemm` for the convolution and its gradients. The ops accumulate into their output like
+    the linalg ops do; a zero `linalg.fill` of the output right before the op
+    is folded into the call (BLAS beta = 0). Transposed operands (unit stride
+    in the leading dim) go to BLAS without a copy. The runtime keeps a
+    direct loop for products too small for a BLAS call to pay
+    (docs/passes.md states the rule). Ops with other element types, maps or
+    non-strided layouts stay linalg and become loops.
+  }];
+  let dependentDialects = [
+    "mlir::func::FuncDialect", "mlir::memref::MemRefDialect",
+    "mlir::arith::ArithDialect"];
+  let statistics = [
+    Statistic<"numGemm", "gemm-calls", "Matrix products turned into BLAS calls">,
+    Statistic<"numConv", "conv-calls", "Convolutions turned into library calls">,
+  ];
+}
+
 #endif // TERRA_PASSES_TD

@@ -1,7 +1,8 @@
 //===- Pipeline.cpp - The CPU lowering pipeline ---------------------------===//
 //
 // terra.graph (tensors) -> LLVM dialect, using upstream passes: linalg
-// elementwise fusion on tensors, one-shot bufferization, loops, ownership-
+// elementwise fusion on tensors, one-shot bufferization, library calls for
+// GEMM and convolution (terra-library-calls), loops, ownership-
 // based deallocation, and the standard conversions to LLVM. Buffers are
 // allocated through `_mlir_memref_to_llvm_alloc`/`free`, which the runtime
 // provides, so every buffer of a graph run is tracked and released even
@@ -32,6 +33,8 @@ void terra::buildCPULoweringPipeline(OpPassManager &pm) {
   bufOpts.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufOpts));
+  // GEMMs and convolutions go to the runtime's BLAS-backed entry points.
+  pm.addPass(createTerraLibraryCalls());
   pm.addPass(createConvertLinalgToLoopsPass());
   bufferization::BufferDeallocationPipelineOptions deallocOpts;
   bufferization::buildBufferDeallocationPipeline(pm, deallocOpts);

@@ -287,5 +287,6 @@ terra::rt::detail::runtimeSymbols() {
   TERRA_RT_SYMBOL(memrefCopy)
 #undef TERRA_RT_DTYPE_SYMBOLS
 #undef TERRA_RT_SYMBOL
+  appendLibrarySymbols(syms);
   return syms;
 }

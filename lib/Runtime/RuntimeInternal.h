@@ -22,6 +22,8 @@ namespace detail {
 RunState *&currentRun();
 /// Names and addresses of every entry point compiled graphs call.
 std::vector<std::pair<llvm::StringRef, void *>> runtimeSymbols();
+/// Adds the GEMM/convolution entry points of Library.cpp to `syms`.
+void appendLibrarySymbols(std::vector<std::pair<llvm::StringRef, void *>> &syms);
 } // namespace detail
 
 } // namespace terra::rt

@@ -36,6 +36,9 @@ CONV_CASES = [
     ((1, 2, 5, 6), (3, 1, 1), 1, 0, 1, 1),          # 1x1
     ((2, 4, 7, 7), (2, 5, 5), 3, 5, 1, 2),          # padding > kernel extent
     ((1, 3, 8, 9), (2, 3, 3), 2, 0, 3, 1),          # stride and dilation
+    ((2, 16, 12, 12), (24, 3, 3), 1, 1, 1, 1),      # big enough for the BLAS path
+    ((2, 32, 8, 8), (16, 1, 1), 1, 0, 1, 1),        # 1x1 without im2col
+    ((2, 16, 11, 10), (8, 3, 3), 2, 1, 1, 1),       # BLAS path, stride 2
 ]
 
 

@@ -84,6 +84,17 @@ def test_mm_bmm_addmm():
              rtol=1e-4, atol=1e-5)
 
 
+def test_mm_bmm_addmm_blas_sizes():
+    # Above the runtime's small-product cutoff: these go through OpenBLAS.
+    check_op("aten.mm", [rand(64, 48), rand(48, 40)], rtol=1e-4, atol=1e-4)
+    check_op("aten.mm", [rand(1, 300), rand(300, 20)], rtol=1e-4, atol=1e-4)
+    check_op("aten.bmm", [rand(3, 33, 17), rand(3, 17, 29)], rtol=1e-4, atol=1e-4)
+    check_op("aten.addmm", [rand(40), rand(64, 48), rand(48, 40)], {"beta": 0.5, "alpha": 2.0},
+             rtol=1e-4, atol=1e-4)
+    check_op("aten.mm", [rand(37, 64), rand(64, 23)], dynamic=[0], rtol=1e-4, atol=1e-4)
+    check_op("aten.mm", [rand(64, 48).double(), rand(48, 40).double()], rtol=1e-10, atol=1e-10)
+
+
 def test_dynamic_shapes():
     check_op("aten.add.Tensor", [rand(6, 4), rand(6, 4)], dynamic=[0])
     check_op("aten.mm", [rand(9, 4), rand(4, 2)], dynamic=[0], rtol=1e-4, atol=1e-5)

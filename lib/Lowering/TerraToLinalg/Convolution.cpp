@@ -24,12 +24,17 @@
 // zeros (the result count is stable); an op with fewer results holds the
 // requested ones in order.
 //
+// The gradient generics carry `terra.library` (with stride and dilation) so
+// that terra-library-calls runs them as im2col + GEMM after bufferization.
+//
 // Both need static spatial sizes (input, weight, output) and f32/f64;
 // batch and channel sizes may be dynamic and get runtime guards. Transposed
 // convolutions stay host ops.
 //
 //===----------------------------------------------------------------------===//
 #include "Utils.h"
+
+#include "terra/Lowering/ConvolutionMaps.h"
 
 using namespace mlir;
 using namespace terra;
@@ -214,6 +219,17 @@ Value buildReduction(OpBuilder &b, Location loc, Value init, ValueRange ins,
       .getResult(0);
 }
 
+/// Records on the generic defining `r` which library routine it computes
+/// (terra-library-calls replaces it after bufferization when its maps are
+/// still the ones built from these parameters).
+void tagLibrary(OpBuilder &b, Value r, StringRef routine,
+                ArrayRef<int64_t> stride, ArrayRef<int64_t> dilation) {
+  Operation *op = r.getDefiningOp();
+  op->setAttr(kLibraryAttr, b.getStringAttr(routine));
+  op->setAttr(kLibraryStrideAttr, b.getDenseI64ArrayAttr(stride));
+  op->setAttr(kLibraryDilationAttr, b.getDenseI64ArrayAttr(dilation));
+}
+
 //===----------------------------------------------------------------------===//
 // aten.convolution
 //===----------------------------------------------------------------------===//
@@ -365,21 +381,10 @@ Value convGradInput(OpBuilder &b, Location loc, Value go, Value x, Value w,
   // Loops (n, g, c | f, i, j | h, w): spatial loops innermost, so that the
   // loops that convert-linalg-to-loops emits carry no dependence through
   // memory in the innermost loop and stream contiguous rows.
-  MLIRContext *ctx = b.getContext();
-  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
-  auto zMap =
-      AffineMap::get(8, 0,
-                     {d(0), d(1), d(3),
-                      d(6) + (K[0] - 1) * p.dilation[0] - d(4) * p.dilation[0],
-                      d(7) + (K[1] - 1) * p.dilation[1] - d(5) * p.dilation[1]},
-                     ctx);
-  auto wMap = AffineMap::get(8, 0, {d(1), d(3), d(2), d(4), d(5)}, ctx);
-  auto oMap = AffineMap::get(8, 0, {d(0), d(1), d(2), d(6), d(7)}, ctx);
-  using It = utils::IteratorType;
-  Value r = buildReduction(b, loc, init, {zg, wg}, {zMap, wMap, oMap},
-                           {It::parallel, It::parallel, It::parallel,
-                            It::reduction, It::reduction, It::reduction,
-                            It::parallel, It::parallel});
+  ConvGradMaps m = convGradInputMaps(b.getContext(), {K[0], K[1]},
+                                     {p.dilation[0], p.dilation[1]});
+  Value r = buildReduction(b, loc, init, {zg, wg}, m.maps, m.iterators);
+  tagLibrary(b, r, "conv2d_grad_input", {1, 1}, p.dilation);
   r = mergeDims(b, loc, r, 1); // N, C, H', W'
   if (rest[0] == 0 && rest[1] == 0)
     return r;
@@ -410,20 +415,11 @@ Value convGradWeight(OpBuilder &b, Location loc, Value go, Value x, Value w,
   // Loops (g, f, c | n, oh, ow | i, j): the innermost (kernel) loops update
   // distinct grad_weight elements, so no dependence goes through memory
   // from one innermost iteration to the next.
-  MLIRContext *ctx = b.getContext();
-  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
-  auto xMap = AffineMap::get(8, 0,
-                             {d(3), d(0), d(2),
-                              d(4) * p.stride[0] + d(6) * p.dilation[0],
-                              d(5) * p.stride[1] + d(7) * p.dilation[1]},
-                             ctx);
-  auto gMap = AffineMap::get(8, 0, {d(3), d(0), d(1), d(4), d(5)}, ctx);
-  auto oMap = AffineMap::get(8, 0, {d(0), d(1), d(2), d(6), d(7)}, ctx);
-  using It = utils::IteratorType;
-  SmallVector<It> iters = {It::parallel,  It::parallel,  It::parallel,
-                           It::reduction, It::reduction, It::reduction,
-                           It::parallel,  It::parallel};
-  Value r = buildReduction(b, loc, init, {xg, gg}, {xMap, gMap, oMap}, iters);
+  ConvGradMaps m = convGradWeightMaps(b.getContext(),
+                                      {p.stride[0], p.stride[1]},
+                                      {p.dilation[0], p.dilation[1]});
+  Value r = buildReduction(b, loc, init, {xg, gg}, m.maps, m.iterators);
+  tagLibrary(b, r, "conv2d_grad_weight", p.stride, p.dilation);
   return mergeDims(b, loc, r, 0);
 }
 

@@ -1,0 +1,249 @@
+//===- LibraryCalls.cpp - The terra-library-calls pass --------------------===//
+//
+// After bufferization, GEMMs and convolutions become calls of the runtime's
+// library entry points (lib/Runtime/Library.cpp): OpenBLAS for the matrix
+// products, im2col + GEMM for the convolution. Loops generated from the
+// named linalg ops do not tile or pack, so they run far below the machine's
+// peak; the library path is what PyTorch itself uses on CPU.
+//
+// Operands are passed as fully dynamic strided memrefs (`memref.cast`), so
+// one entry point per element type serves every shape and layout; the
+// runtime reads sizes and strides from the descriptors and hands transposed
+// operands to BLAS without a copy. A trailing i64 flag says whether the output is
+// overwritten (a zero `linalg.fill` right before the op was folded away) or
+// accumulated into, matching the linalg op's semantics.
+//
+//===----------------------------------------------------------------------===//
+#include "terra/Lowering/ConvolutionMaps.h"
+#include "terra/Passes.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace terra {
+#define GEN_PASS_DEF_TERRALIBRARYCALLS
+#include "terra/Passes.h.inc"
+} // namespace terra
+
+using namespace mlir;
+using namespace terra;
+
+namespace {
+
+/// f32 or f64: the element types the library entry points exist for.
+std::optional<StringRef> librarySuffix(Type t) {
+  if (t.isF32())
+    return StringRef("f32");
+  if (t.isF64())
+    return StringRef("f64");
+  return std::nullopt;
+}
+
+/// The fully dynamic strided memref type of `v`'s rank, or null when `v`
+/// is not a memref with a strided layout.
+MemRefType dynamicStridedType(Value v) {
+  auto t = dyn_cast<MemRefType>(v.getType());
+  if (!t || !t.isStrided())
+    return {};
+  SmallVector<int64_t> shape(t.getRank(), ShapedType::kDynamic);
+  SmallVector<int64_t> strides(t.getRank(), ShapedType::kDynamic);
+  auto layout = StridedLayoutAttr::get(t.getContext(), ShapedType::kDynamic,
+                                       strides);
+  return MemRefType::get(shape, t.getElementType(), layout,
+                         t.getMemorySpace());
+}
+
+/// True when every operand is a strided memref of one library element type.
+bool libraryOperands(ValueRange operands, std::string &suffix) {
+  Type et;
+  for (Value v : operands) {
+    auto t = dyn_cast<MemRefType>(v.getType());
+    if (!t || !t.isStrided() || (et && t.getElementType() != et))
+      return false;
+    et = t.getElementType();
+  }
+  auto s = librarySuffix(et);
+  if (!s)
+    return false;
+  suffix = s->str();
+  return true;
+}
+
+/// The zero fill of `out` directly before `op`, if any: the call can then
+/// overwrite the output instead of accumulating, and the fill goes away.
+linalg::FillOp zeroFillBefore(Operation *op, Value out) {
+  for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode()) {
+    if (auto fill = dyn_cast<linalg::FillOp>(prev)) {
+      if (fill.getOutputs()[0] != out)
+        return {};
+      FloatAttr zero;
+      if (!matchPattern(fill.getInputs()[0], m_Constant(&zero)) ||
+          !zero.getValue().isZero())
+        return {};
+      return fill;
+    }
+    // Anything that could touch memory between the fill and the op ends
+    // the search; pure scalar ops (constants, index math) do not.
+    if (!isMemoryEffectFree(prev) || prev->getNumRegions() != 0)
+      return {};
+  }
+  return {};
+}
+
+/// True when `g`'s body is `out + in0 * in1` (the gradient reductions).
+bool isMulAddBody(linalg::GenericOp g) {
+  Block &body = g.getRegion().front();
+  if (body.getOperations().size() != 3)
+    return false;
+  auto mul = dyn_cast<arith::MulFOp>(body.front());
+  auto add = dyn_cast<arith::AddFOp>(*std::next(body.begin()));
+  auto yield = dyn_cast<linalg::YieldOp>(body.getTerminator());
+  if (!mul || !add || !yield || yield.getNumOperands() != 1 ||
+      yield.getOperand(0) != add.getResult())
+    return false;
+  Value a0 = body.getArgument(0), a1 = body.getArgument(1),
+        acc = body.getArgument(2);
+  return mul.getLhs() == a0 && mul.getRhs() == a1 && add.getLhs() == acc &&
+         add.getRhs() == mul.getResult();
+}
+
+/// The routine a tagged convolution-gradient generic computes, with its
+/// stride and dilation, when its structure is still exactly the one the
+/// lowering built (fusion or canonicalization may have changed it).
+struct ConvGradMatch {
+  StringRef routine;
+  std::array<int64_t, 2> stride, dilation;
+};
+std::optional<ConvGradMatch> matchConvGrad(linalg::GenericOp g) {
+  auto routine = g->getAttrOfType<StringAttr>(kLibraryAttr);
+  auto stride = g->getAttrOfType<DenseI64ArrayAttr>(kLibraryStrideAttr);
+  auto dilation = g->getAttrOfType<DenseI64ArrayAttr>(kLibraryDilationAttr);
+  if (!routine || !stride || !dilation || stride.size() != 2 ||
+      dilation.size() != 2 || g.getNumDpsInputs() != 2 ||
+      g.getNumDpsInits() != 1 || !isMulAddBody(g))
+    return std::nullopt;
+  ConvGradMatch m{routine.getValue(), {stride[0], stride[1]},
+                  {dilation[0], dilation[1]}};
+  ConvGradMaps expected;
+  if (m.routine == "conv2d_grad_input") {
+    // The kernel extent is part of the maps: read it off the weight.
+    auto wt = cast<MemRefType>(g.getDpsInputs()[1].getType());
+    if (wt.getRank() != 5 || wt.isDynamicDim(3) || wt.isDynamicDim(4))
+      return std::nullopt;
+    expected = convGradInputMaps(g.getContext(),
+                                 {wt.getDimSize(3), wt.getDimSize(4)},
+                                 m.dilation);
+  } else if (m.routine == "conv2d_grad_weight") {
+    expected = convGradWeightMaps(g.getContext(), m.stride, m.dilation);
+  } else {
+    return std::nullopt;
+  }
+  if (g.getIndexingMapsArray() != ArrayRef<AffineMap>(expected.maps) ||
+      g.getIteratorTypesArray() !=
+          ArrayRef<utils::IteratorType>(expected.iterators))
+    return std::nullopt;
+  return m;
+}
+
+class LibraryCallBuilder {
+public:
+  explicit LibraryCallBuilder(ModuleOp module) : module(module), symbols(module) {}
+
+  /// Replaces `op` by a call of `name` on `memrefs` (cast to dynamic
+  /// strided types), then `extra` i64 scalars, then the overwrite flag (i64: an i1 argument has no
+  /// well-defined C ABI without zeroext).
+  void replace(RewriterBase &rw, Operation *op, StringRef name,
+               ValueRange memrefs, ArrayRef<int64_t> extra, Value out) {
+    Location loc = op->getLoc();
+    rw.setInsertionPoint(op);
+    linalg::FillOp fill = zeroFillBefore(op, out);
+    SmallVector<Value> args;
+    for (Value v : memrefs) {
+      MemRefType t = dynamicStridedType(v);
+      args.push_back(t == v.getType() ? v
+                                      : memref::CastOp::create(rw, loc, t, v));
+    }
+    for (int64_t e : extra)
+      args.push_back(
+          arith::ConstantOp::create(rw, loc, rw.getI64IntegerAttr(e)));
+    args.push_back(arith::ConstantOp::create(
+        rw, loc, rw.getI64IntegerAttr(fill ? 1 : 0)));
+    func::FuncOp f = declare(name, ValueRange(args).getTypes());
+    func::CallOp::create(rw, loc, f, args);
+    rw.eraseOp(op);
+    if (fill)
+      rw.eraseOp(fill);
+  }
+
+private:
+  func::FuncOp declare(StringRef name, TypeRange inputs) {
+    if (auto f = symbols.lookup<func::FuncOp>(name))
+      return f;
+    OpBuilder b(module.getBodyRegion());
+    b.setInsertionPointToStart(module.getBody());
+    auto f = func::FuncOp::create(b, module.getLoc(), name,
+                                  b.getFunctionType(inputs, {}));
+    f.setPrivate();
+    f->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+    symbols.insert(f);
+    return f;
+  }
+
+  ModuleOp module;
+  SymbolTable symbols;
+};
+
+struct TerraLibraryCallsPass
+    : public terra::impl::TerraLibraryCallsBase<TerraLibraryCallsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    LibraryCallBuilder builder(module);
+    IRRewriter rw(module.getContext());
+    SmallVector<Operation *> candidates;
+    module.walk([&](linalg::LinalgOp op) {
+      if (op.hasPureBufferSemantics())
+        candidates.push_back(op);
+    });
+    for (Operation *op : candidates) {
+      std::string suffix;
+      if (auto mm = dyn_cast<linalg::MatmulOp>(op)) {
+        if (mm.hasUserDefinedMaps() || !libraryOperands(op->getOperands(), suffix))
+          continue;
+        builder.replace(rw, op, "terra_lib_matmul_" + suffix, op->getOperands(),
+                        {}, mm.getOutputs()[0]);
+        ++numGemm;
+      } else if (auto bmm = dyn_cast<linalg::BatchMatmulOp>(op)) {
+        if (bmm.hasUserDefinedMaps() ||
+            !libraryOperands(op->getOperands(), suffix))
+          continue;
+        builder.replace(rw, op, "terra_lib_batch_matmul_" + suffix,
+                        op->getOperands(), {}, bmm.getOutputs()[0]);
+        ++numGemm;
+      } else if (auto conv = dyn_cast<linalg::Conv2DNchwFchwOp>(op)) {
+        if (!libraryOperands(op->getOperands(), suffix))
+          continue;
+        auto strides = conv.getStrides().getValues<int64_t>();
+        auto dilations = conv.getDilations().getValues<int64_t>();
+        SmallVector<int64_t> extra{strides[0], strides[1], dilations[0],
+                                   dilations[1]};
+        builder.replace(rw, op, "terra_lib_conv2d_nchw_fchw_" + suffix,
+                        op->getOperands(), extra, conv.getOutputs()[0]);
+        ++numConv;
+      } else if (auto gen = dyn_cast<linalg::GenericOp>(op)) {
+        std::optional<ConvGradMatch> m = matchConvGrad(gen);
+        if (!m || !libraryOperands(op->getOperands(), suffix))
+          continue;
+        SmallVector<int64_t> extra;
+        if (m->routine == "conv2d_grad_weight")
+          extra = {m->stride[0], m->stride[1]};
+        extra.append({m->dilation[0], m->dilation[1]});
+        builder.replace(rw, op, ("terra_lib_" + m->routine + "_" + suffix).str(),
+                        op->getOperands(), extra, gen.getDpsInits()[0]);
+        ++numConv;
+      }
+    }
+  }
+};
+
+} // namespace
