@@ -118,4 +118,38 @@ def TerraLibraryCalls : Pass<"terra-library-calls", "mlir::ModuleOp"> {
   ];
 }
 
+def TerraApproximateMath : Pass<"terra-approximate-math"> {
+  let summary = "Rewrite f32 transcendental math ops into vectorizable polynomials";
+  let description = [{
+    Applies upstream MLIR's polynomial approximations (Cephes-style range
+    reduction plus minimax polynomials, accurate to a few ulp in f32) to the
+    f32 `math` ops of the graph: exp, expm1, log, log1p, log2, tanh and erf
+    (sin and cos keep libm: the approximation's range reduction loses
+    accuracy for large arguments). Subnormal arguments of log/log2 are
+    scaled into the normal range first, which the polynomials assume. A libm call is opaque to LLVM's loop vectorizer, so every
+    pointwise kernel with one of these (softmax, gelu, sigmoid, tanh,
+    log_softmax) would otherwise run one element per call; the expanded
+    arithmetic vectorizes with the rest of the fused loop. f64 ops keep
+    libm. Special values follow libm: exp overflows to inf and underflows to
+    0, log of 0 is -inf and of a negative number NaN, NaN propagates.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect", "mlir::math::MathDialect",
+                           "mlir::vector::VectorDialect"];
+}
+
+def TerraReassociateReductions : Pass<"terra-reassociate-reductions"> {
+  let summary = "Allow float sum reductions to be reassociated so they vectorize";
+  let description = [{
+    Marks `reassoc` on the accumulating `arith.addf` of every float sum in a
+    `linalg.generic` with reduction loops (the add that combines a loaded
+    value with the output's block argument and is yielded to that output).
+    Without it LLVM must keep the sequential order and runs the reduction
+    one element at a time; with it the loop vectorizer keeps one partial
+    sum per lane, like PyTorch's own vectorized CPU reductions. Results
+    change only by rounding (fp32 tolerance), never for NaN or infinities:
+    no other fast-math flag is set.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect", "mlir::linalg::LinalgDialect"];
+}
+
 #endif // TERRA_PASSES_TD

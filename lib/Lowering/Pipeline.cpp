@@ -26,6 +26,10 @@ void terra::buildCPULoweringPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createLinalgElementwiseOpFusionPass());
   pm.addPass(createCSEPass());
+  // exp/log/tanh/erf/... as polynomials that vectorize with the fused loop.
+  pm.addPass(createTerraApproximateMath());
+  // Float sums may be reassociated, so that their loops vectorize.
+  pm.addPass(createTerraReassociateReductions());
 
   bufferization::OneShotBufferizePassOptions bufOpts;
   bufOpts.bufferizeFunctionBoundaries = true;
@@ -41,7 +45,10 @@ void terra::buildCPULoweringPipeline(OpPassManager &pm) {
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
-  // Math functions without an LLVM intrinsic (erf, ...) call libm.
+  // Math ops with an LLVM intrinsic (fma, floor, sqrt, ...) first: libm
+  // calls (fmaf, ...) would stop the loop vectorizer. Those without one
+  // (f64 erf, ...) then call libm.
+  pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
   FinalizeMemRefToLLVMConversionPassOptions memrefOpts;
   memrefOpts.useGenericFunctions = true;

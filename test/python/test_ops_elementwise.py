@@ -1,9 +1,10 @@
 """Numerical tests of the pointwise and matrix-product lowerings against
 eager PyTorch (CPU, fp32 tolerance), through the compiled path."""
+import numpy as np
 import pytest
 import torch
 
-from oprunner import check_op
+from oprunner import aten, check_op, run_op
 
 torch.manual_seed(0)
 
@@ -40,6 +41,27 @@ def test_unary(name):
     if name in ("aten.sqrt", "aten.rsqrt", "aten.log"):
         x = x.abs() + 0.1
     check_op(name, [x])
+
+
+SPECIAL = [float("-inf"), -1e30, -100.0, -88.5, -20.0, -1e-30, 0.0, 1e-30, 0.5, 20.0, 88.0,
+           88.8, 100.0, 1e30, float("inf"), float("nan")]
+
+
+@pytest.mark.parametrize("name", ["aten.exp", "aten.tanh", "aten.sigmoid", "aten.log", "aten.silu",
+                                  "aten.gelu", "aten.sin", "aten.cos", "aten.log1p", "aten.expm1",
+                                  "aten.log2", "aten.erf"])
+def test_transcendental_special_values_and_range(name):
+    # The f32 math functions run as vectorized polynomials (terra-approximate-math):
+    # they must agree with torch on special values (inf, nan, overflow, underflow,
+    # zeros, negative log arguments) and across a wide range of ordinary values.
+    x = torch.cat([torch.tensor(SPECIAL), torch.linspace(-30, 30, 601),
+                   torch.logspace(-38, 38, 200), -torch.logspace(-38, 38, 200)])
+    if name in ("aten.sin", "aten.cos"):
+        x = torch.cat([torch.tensor(SPECIAL[6:9]), torch.linspace(-100, 100, 2001)])
+    expected = aten(name)(x)
+    got = run_op(name, [x], {}, [expected], ())[0]
+    np.testing.assert_allclose(got, expected.numpy(), rtol=2e-6, atol=1e-6, equal_nan=True,
+                               err_msg=name)
 
 
 def test_gelu_both_approximations():

@@ -193,6 +193,20 @@ LogicalResult lowerCompare(DLOp op, ValueRange operands,
 
 } // namespace
 
+namespace {
+/// Registers `name` (and its in-place form `name_`) as the math op MathOp.
+template <typename MathOp>
+void addUnaryMath(LoweringRegistry &r, StringRef name) {
+  auto lower = [](DLOp op, ValueRange o, PatternRewriter &rw) {
+    return unaryFloat(op, o, rw, [](OpBuilder &b, Location l, Value x) -> Value {
+      return MathOp::create(b, l, x);
+    });
+  };
+  r.add(name, lower);
+  r.add((name + "_").str(), lower);
+}
+} // namespace
+
 void terra::populateElementwiseLowerings(LoweringRegistry &r) {
   for (StringRef n : {"aten.add.Tensor", "aten.add.Scalar", "aten.add_.Tensor",
                       "aten.add_.Scalar"})
@@ -228,6 +242,13 @@ void terra::populateElementwiseLowerings(LoweringRegistry &r) {
       return math::LogOp::create(b, l, x);
     });
   });
+  // One-to-one math functions.
+  addUnaryMath<math::Log1pOp>(r, "aten.log1p");
+  addUnaryMath<math::Log2Op>(r, "aten.log2");
+  addUnaryMath<math::ExpM1Op>(r, "aten.expm1");
+  addUnaryMath<math::ErfOp>(r, "aten.erf");
+  addUnaryMath<math::SinOp>(r, "aten.sin");
+  addUnaryMath<math::CosOp>(r, "aten.cos");
   for (StringRef n : {"aten.sqrt", "aten.sqrt_"})
     r.add(n, [](DLOp op, ValueRange o, PatternRewriter &rw) {
       return unaryFloat(op, o, rw, [](OpBuilder &b, Location l, Value x) -> Value {
