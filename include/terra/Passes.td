@@ -152,4 +152,22 @@ def TerraReassociateReductions : Pass<"terra-reassociate-reductions"> {
   let dependentDialects = ["mlir::arith::ArithDialect", "mlir::linalg::LinalgDialect"];
 }
 
+def TerraSwitchToIf : Pass<"terra-switch-to-if"> {
+  let summary = "Rewrite scf.index_switch on tensors into nested scf.if before bufferization";
+  let description = [{
+    Works around an upstream one-shot bufferization gap (MLIR 22):
+    `scf.index_switch` does not report its results as aliases of the
+    buffers its cases yield, so the analysis lets later ops write in place
+    into a buffer that a switch result still refers to (a yielded value
+    defined before the switch, or one value yielded for two results), and
+    the result silently changes. `scf.if` is analysed correctly. Merged
+    graphs hit this on every branch that forwards a value computed before
+    it (e.g. gradients with and without `zero_grad()`). A switch with N
+    cases becomes a chain of `scf.if (index == case_i)` whose last else is
+    the default region; regions are moved, not cloned. Switches with no
+    tensor results are left alone.
+  }];
+  let dependentDialects = ["mlir::scf::SCFDialect", "mlir::arith::ArithDialect"];
+}
+
 #endif // TERRA_PASSES_TD

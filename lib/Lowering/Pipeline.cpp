@@ -31,6 +31,10 @@ void terra::buildCPULoweringPipeline(OpPassManager &pm) {
   // Float sums may be reassociated, so that their loops vectorize.
   pm.addPass(createTerraReassociateReductions());
 
+  // scf.index_switch -> scf.if: upstream bufferization misses the aliases
+  // of index_switch results (see terra-switch-to-if).
+  pm.addPass(createTerraSwitchToIf());
+
   bufferization::OneShotBufferizePassOptions bufOpts;
   bufOpts.bufferizeFunctionBoundaries = true;
   bufOpts.allowReturnAllocsFromLoops = true;

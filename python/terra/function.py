@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import torch
+from torch.utils._pytree import tree_map
 
 from . import native, tracing
 from .coexec import CoExecutor, op_key, tensor_spec
@@ -332,7 +333,7 @@ class TerraFunction:
             _normalize_state(self.registry)
             self._after_trace(trace, tracing_phase=False)
         self.stats.steps.append(step)
-        return result
+        return _with_values(result)
 
 
 def _run_step(recorder: Any, fn: Callable, args: tuple, kwargs: dict) -> Any:
@@ -464,6 +465,18 @@ def stats(fn: TerraFunction) -> dict:
     if not isinstance(fn, TerraFunction):
         raise TypeError("terra.stats expects a function decorated with @terra.function")
     return fn.stats.as_dict(fn)
+
+
+def _with_values(result: Any) -> Any:
+    """The step's result with each placeholder that has its value replaced
+    by that value, so the caller gets ordinary tensors (lists, tuples,
+    dicts and namedtuples are walked; other objects are returned as they
+    are, and their placeholders read their values on use)."""
+    def swap(x: Any) -> Any:
+        if isinstance(x, Placeholder) and x._terra_real is not None:
+            return x._terra_real
+        return x
+    return tree_map(swap, result)
 
 
 def explain(fn: TerraFunction, directory: Optional[str] = None) -> dict[str, str]:

@@ -62,7 +62,18 @@ class Placeholder(torch.Tensor):
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # noqa: D105
         if self._terra_real is None and self._terra_resolve is None:
             return f"<terra placeholder {self.dtype} {list(self.shape)} without a value>"
-        return torch.Tensor.__repr__(self, tensor_contents=tensor_contents)
+        return repr(self.terra_real)
+
+    # Conversions that torch refuses for tensor subclasses read the value
+    # (after the step; inside it the co-executor intercepts them first).
+    def numpy(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102
+        return self.terra_real.numpy(*args, **kwargs)
+
+    def tolist(self) -> Any:  # noqa: D102
+        return self.terra_real.tolist()
+
+    def __array__(self, *args: Any) -> Any:  # noqa: D105
+        return self.terra_real.__array__(*args)
 
     @property
     def terra_real(self) -> torch.Tensor:

@@ -50,6 +50,18 @@ UNMARKED_WRITES = {"aten.native_batch_norm": ("running_mean", "running_var"),
                    "aten._native_batch_norm_legit": ("running_mean", "running_var"),
                    "aten.cudnn_batch_norm": ("running_mean", "running_var"),
                    "aten.miopen_batch_norm": ("running_mean", "running_var")}
+
+
+def _arg(func: Any, args: tuple, kwargs: dict, name: str, default: Any) -> Any:
+    """The value of schema argument `name` in a call, or `default`."""
+    for i, a in enumerate(func._schema.arguments):
+        if a.name == name:
+            if i < len(args) and not a.kwarg_only:
+                return args[i]
+            return kwargs.get(name, default)
+    return default
+
+
 # Argument kinds that do not change what an op computes in the graph.
 _IGNORED_ARG_NAMES = frozenset({"pin_memory", "non_blocking"})
 _IGNORED_ARG_TYPES = (torch.device, torch.layout, torch.memory_format)
@@ -274,6 +286,8 @@ class _Recorder(TorchDispatchMode):
         op_args: dict[str, Any] = {}
         written: list[torch.Tensor] = []
         unmarked = UNMARKED_WRITES.get(name, ())
+        if unmarked and not _arg(func, args, kwargs, "training", True):
+            unmarked = ()  # evaluation mode reads the running statistics only
         # How to call the op again from its tensor operands (host calls).
         recipe: list[tuple] = []
         self._last_recipe = recipe
@@ -319,6 +333,12 @@ class _Recorder(TorchDispatchMode):
     def _record(self, name: str, operands: list[ValueRef], op_args: dict[str, Any],
                 written: list[torch.Tensor], out: Any, site: Site, engine: bool, func: Any = None) -> None:
         outs = list(_flat_tensors(out))
+        if name in UNMARKED_WRITES and outs:
+            # Batch norm's running statistics, updated in place but not
+            # returned, become extra results (the op's functional form: the
+            # lowering computes the updated statistics as results 3 and 4).
+            returned = {self.key(t) for t in outs}
+            outs += [w for w in written if self.key(w) not in returned]
         if not outs:
             if name not in METADATA_OPS:
                 self.problem(f"{name} returns no tensor; its Python result cannot come from the graph")

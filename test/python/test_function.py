@@ -156,6 +156,47 @@ def test_cnn_sgd() -> None:
     assert stats["coexec_iterations"] >= 3
 
 
+def test_batchnorm_running_stats_and_in_place_zero_grad() -> None:
+    # BatchNorm updates running_mean/var (and num_batches_tracked) in place;
+    # they are committed like any state. zero_grad() zeroes existing grads in
+    # place, so the first step (no grads yet) and later ones take different
+    # branches of the merged graph, which forwards values computed before
+    # the branch: a regression test for results of a switch sharing buffers
+    # (terra-switch-to-if).
+    def make() -> tuple:
+        model = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
+                              nn.Linear(4 * 4 * 4, 3))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, y):
+            opt.zero_grad(set_to_none=False)
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss, model[1].bias.grad.clone(), model[0].bias.grad.clone()
+        return step, model, opt
+    g = torch.Generator().manual_seed(3)
+    inputs = [(torch.randn(8, 2, 4, 4, generator=g), torch.randint(0, 3, (8,), generator=g))
+              for _ in range(7)]
+    stats = compare(make, inputs, max_fallbacks=0)
+    assert stats["coexec_iterations"] >= 4
+
+
+def test_returned_tensors_are_ordinary_tensors() -> None:
+    # What a co-executed step returns prints, converts and compares like
+    # eager's result (no tensor-subclass restrictions leak to the caller).
+    make = sgd_program()
+    torch.manual_seed(0)
+    step, _, _ = make()
+    fn = terra.function(step, cache_dir=None)
+    for x, y in batches(5):
+        loss = fn(x, y)
+    assert terra.stats(fn)["coexec_iterations"] >= 1
+    assert type(loss) is torch.Tensor
+    assert isinstance(loss.tolist(), float) and loss.numpy().shape == ()
+    assert repr(loss).startswith("tensor(")
+
+
 def test_adam_stays_correct_until_scalars_are_relaxed() -> None:
     """torch 1.13's Adam passes its bias corrections as new Python floats
     every step. Until such scalars are relaxed to fed values, every trace
