@@ -19,6 +19,7 @@
 #include "terra/CaseAssignment/CaseAssignment.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include <map>
 
@@ -206,7 +207,13 @@ void Emitter::collectAssigned(NodeId level, SmallVectorImpl<VarId> &out) {
 Value Emitter::valueOf(Env &env, VarId v, Location loc) {
   if (!env[v])
     return UndefOp::create(b, loc, vars[v].type);
-  return env[v];
+  // A variable's type is the join of its producers' types (a dim that
+  // differs between paths is dynamic); a producer with a more static type
+  // is cast, so switch and loop yields match their results.
+  Value value = env[v];
+  if (value.getType() != vars[v].type && isa<RankedTensorType>(value.getType()))
+    return tensor::CastOp::create(b, loc, vars[v].type, value);
+  return value;
 }
 
 void Emitter::assign(Env &env, NodeId node, ValueRange results) {

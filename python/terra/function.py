@@ -479,6 +479,10 @@ def _with_values(result: Any) -> Any:
     return tree_map(swap, result)
 
 
+# How long terra.explain lets graphviz lay out the TraceGraph.
+EXPLAIN_DOT_TIMEOUT_S = 30.0
+
+
 def explain(fn: TerraFunction, directory: Optional[str] = None) -> dict[str, str]:
     """Writes the TraceGraph (DOT, and PNG when graphviz is installed) and
     the MLIR after each stage into `directory`; returns the paths."""
@@ -493,8 +497,14 @@ def explain(fn: TerraFunction, directory: Optional[str] = None) -> dict[str, str
     dot.write_text(fn.session.trace_graph_dot())
     paths["tracegraph.dot"] = str(dot)
     if shutil.which("dot"):
+        # Layout of a graph with thousands of nodes can take graphviz hours:
+        # the PNG is skipped after a bounded wait (the DOT file is there).
         png = out / "tracegraph.png"
-        subprocess.run(["dot", "-Tpng", str(dot), "-o", str(png)], check=False, capture_output=True)
+        try:
+            subprocess.run(["dot", "-Tpng", str(dot), "-o", str(png)], check=False,
+                           capture_output=True, timeout=EXPLAIN_DOT_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            png.unlink(missing_ok=True)
         if png.exists():
             paths["tracegraph.png"] = str(png)
     (out / "traces.mlir").write_text(module_text(fn.traces))

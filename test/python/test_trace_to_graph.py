@@ -261,17 +261,37 @@ def test_unchanged_state_read_by_python_is_a_host_value() -> None:
 
 
 def test_unsupported_patterns_are_reported() -> None:
+    def step(x: torch.Tensor) -> None:
+        x.mul_(2)  # writes into an input
+
+    tracer = terra.StepTracer(step)
+    tracer(torch.randn(4, 3))
+    problems = "\n".join(tracer.traces[0].problems)
+    assert "writes in place into a tensor from outside the step" in problems
+
+
+def test_batch_norm_running_stats_become_results_and_commits() -> None:
+    # native_batch_norm updates running_mean/var in place without returning
+    # them: the trace records its functional form (updated statistics as
+    # results 3 and 4) and commits them at the end of the iteration; in
+    # evaluation mode the statistics are only read.
     bn = torch.nn.BatchNorm1d(3)
 
-    def step(x: torch.Tensor) -> None:
-        bn(x)  # updates running stats in place without returning them
-        x.mul_(2)  # writes into an input
+    def step(x: torch.Tensor) -> torch.Tensor:
+        return bn(x)
 
     tracer = terra.StepTracer(step, [bn])
     tracer(torch.randn(4, 3))
-    problems = "\n".join(tracer.traces[0].problems)
-    assert "native_batch_norm writes an argument in place" in problems
-    assert "writes in place into a tensor from outside the step" in problems
+    trace = tracer.traces[0]
+    assert not trace.problems
+    (op,) = [o for o in trace.ops if o.name == "aten.native_batch_norm"]
+    assert len(op.results) == 5 and op.results[3].shape == (3,) and op.results[4].shape == (3,)
+    commits = {f.commit for f in trace.fetches if f.kind == "commit"}
+    assert {"buffer:running_mean", "buffer:running_var", "buffer:num_batches_tracked"} <= commits
+    bn.eval()
+    tracer(torch.randn(4, 3))
+    (op,) = [o for o in tracer.traces[1].ops if o.name == "aten.native_batch_norm"]
+    assert len(op.results) == 3 and not tracer.traces[1].problems
 
 
 # ------------------------------------------------------------------ sites and args
