@@ -162,12 +162,16 @@ class CoExecutor(_Recorder):
             self.feed_values[ref.event] = t.terra_real if isinstance(t, Placeholder) else t
         return ref
 
+    def _note_feed(self, index: int, value: torch.Tensor) -> None:
+        self.feed_values[index] = value
+
     def _record(self, name: str, operands: list, op_args: dict, written: list, out: Any,
                 site: Site, engine: bool, func: Any = None) -> None:
         n = len(self.trace.events)
         super()._record(name, operands, op_args, written, out, site, engine, func)
-        if engine and len(self.trace.events) > n:
-            self.pending[id(self.trace.events[n])] = n  # site known when its autograd node ends
+        if engine:
+            for i in range(n, len(self.trace.events)):  # sites known when the autograd node ends
+                self.pending[id(self.trace.events[i])] = i
 
     def _set_site(self, record: OpEvent, site: Site) -> None:
         record.site = site
@@ -338,7 +342,32 @@ class CoExecutor(_Recorder):
 
     def materialize(self, t: torch.Tensor, kind: str, call: Any, site: Optional[Site] = None) -> Any:
         self._ready(t)
+        value = self._updated_value(t)
+        if value is not None:
+            return super().materialize(t, kind, lambda _: call(value), site)
         return super().materialize(t, kind, call, site)
+
+    def _updated_value(self, t: torch.Tensor) -> Optional[torch.Tensor]:
+        """For a real tensor the step updated in place (persistent state such
+        as Adam's `step`), its current value from the graph: the tensor
+        itself still holds the value from before the iteration, because
+        state is written only when the iteration commits."""
+        if self.deviation is not None or isinstance(t, Placeholder):
+            return None
+        ref = self.producers.get(self.key(t))
+        if ref is None or not isinstance(self.trace.events[ref.event], OpEvent):
+            return None
+        self.backward.resolve()
+        self.backward.flush()
+        self.in_engine = False
+        self._validate()
+        if self.deviation is not None or ref.event not in self.handles:
+            return None
+        value = self._fetch(ref)
+        if value is None:
+            return None
+        with self.pause():
+            return value.reshape(t.shape)
 
     # -- deviation -----------------------------------------------------------------
     def _deviate_after_run_failure(self) -> None:

@@ -42,7 +42,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 from torch.utils._pytree import tree_map
 
-from . import native, tracing
+from . import native, relax, tracing
 from .coexec import CoExecutor, op_key, tensor_spec
 from .placeholder import Placeholder
 from .state import StateRegistry
@@ -92,6 +92,7 @@ class Stats:
             "graph_exec_s": self.graph_exec_s,
             "graph_stall_s": self.graph_stall_s,
             "host_ops": list(fn.host_op_names),
+            "relaxed_scalars": sorted(f"{name}.{arg} at {_site_text(site)}" for site, name, arg in fn.relaxed),
             "eager_reason": fn.eager_reason,
             "steps": list(self.steps),
         }
@@ -123,6 +124,8 @@ class TerraFunction:
         self.stats = Stats()
         self.session: Any = None
         self.traces: list[Trace] = []
+        # Scalar arguments fed instead of fixed (relax.py).
+        self.relaxed: set = set()
         # Compiled state, used by CoExecutor.
         self.keys: dict[tuple, int] = {}
         self.host_calls: dict[tuple, Any] = {}
@@ -163,6 +166,7 @@ class TerraFunction:
         self.stats.tracing_iterations += 1
         start = time.perf_counter()
         recorder = tracing._Recorder(self.registry, args, kwargs, sys._getframe())
+        recorder.relaxed = self.relaxed
         result = _run_step(recorder, self.fn, args, kwargs)
         elapsed = time.perf_counter() - start
         self.stats.host_exec_s += elapsed
@@ -177,6 +181,8 @@ class TerraFunction:
             return
         if trace.problems:
             self._go_eager("the step cannot be compiled: " + "; ".join(trace.problems))
+            return
+        if self._relax(trace):
             return
         changed = self._merge(trace)
         if changed is None:
@@ -201,6 +207,24 @@ class TerraFunction:
             self.stats.regenerations += 1
             self._log(f"regenerating the graph ({self.stats.regenerations})")
             self._compile()
+
+    def _relax(self, trace: Trace) -> bool:
+        """Relaxes scalar arguments that changed since the last trace (see
+        relax.py). The traces so far recorded them as constants, so they
+        are dropped and tracing starts again. Returns True if it did."""
+        if not self.traces:
+            return False
+        new = relax.changed_scalars(self.traces[-1], trace) - self.relaxed
+        if not new:
+            return False
+        self.relaxed |= new
+        self._log(f"relaxing changing scalars to feeds: {relax.describe(new)}; tracing again")
+        self.session, self.traces, self.graph = None, [], None
+        self.keys.clear()
+        self.host_calls.clear()
+        self.state_types.clear()
+        self.phase = "tracing"
+        return True
 
     def _merge(self, trace: Trace) -> Optional[bool]:
         if self.session is None:
@@ -301,6 +325,7 @@ class TerraFunction:
         it = self.stats.tracing_iterations + self.stats.coexec_iterations + self.stats.eager_iterations
         start = time.perf_counter()
         ex = CoExecutor(self, self.registry, args, kwargs, sys._getframe(), self.serialized)
+        ex.relaxed = self.relaxed
         try:
             result = _run_step(ex, self.fn, args, kwargs)
         except BaseException:

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence, Union
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import mlir_text
+from . import mlir_text, relax
 from .sites import BackwardSites, Frame, Site, capture, is_engine_site
 from .placeholder import Placeholder
 from .state import StateRegistry
@@ -108,6 +108,8 @@ class _Recorder(TorchDispatchMode):
         self.views: dict[tuple, set[Key]] = {}
         self.stale: set[Key] = set()
         self.keepalive: list[Any] = []
+        # Scalar arguments recorded as feeds (see relax.py), set by the caller.
+        self.relaxed: set = set()
         self.in_engine = False
         # Persistent state at the start of the call.
         self.initial: dict[str, Key] = {}
@@ -210,6 +212,9 @@ class _Recorder(TorchDispatchMode):
         self._bind(t, ref)
         return ref
 
+    def _note_feed(self, index: int, value: torch.Tensor) -> None:
+        """A feed event made for a relaxed scalar, with its value."""
+
     def _bind(self, t: torch.Tensor, ref: ValueRef) -> None:
         k = self.key(t)
         self.producers[k] = ref
@@ -261,7 +266,7 @@ class _Recorder(TorchDispatchMode):
                     self._bind(out, ref)
             return out
         if name == "aten._local_scalar_dense":
-            return self.materialize(args[0], "item", lambda: func(*args, **kwargs), site)
+            return self.materialize(args[0], "item", lambda v: func(v, *args[1:], **kwargs), site)
         try:
             operands, op_args, written = self._operands(func, name, args, kwargs, site)
         except Exception as exc:
@@ -345,9 +350,26 @@ class _Recorder(TorchDispatchMode):
             return
         for t in outs:
             mlir_text.element_type(t.dtype)
-        event = OpEvent(name, operands, op_args, [TensorType.of(t) for t in outs], site,
-                        (func, getattr(self, "_last_recipe", None)) if func is not None else None)
-        index = self._append(event)
+        types = [TensorType.of(t) for t in outs]
+        rw = relax.rewrite(self.trace, name, operands, op_args, types, site, self.relaxed, engine)
+        synthetic: list[Any] = []
+        if rw is not None:
+            # A relaxed scalar: its feed, then the op's tensor form.
+            feed = self._append(rw.feed)
+            synthetic.append(rw.feed)
+            self._note_feed(feed, rw.feed_value)
+            made: list[int] = []
+            for op_name, inputs, args, result_types in rw.ops:
+                refs = [ValueRef(feed) if i == relax.FEED else ValueRef(made[i]) if isinstance(i, int) else i
+                        for i in inputs]
+                event = OpEvent(op_name, refs, args, result_types, site, None)
+                made.append(self._append(event))
+                synthetic.append(event)
+            index = made[-1]
+        else:
+            event = OpEvent(name, operands, op_args, types, site,
+                            (func, getattr(self, "_last_recipe", None)) if func is not None else None)
+            index = self._append(event)
         out_keys = set()
         for j, t in enumerate(outs):
             self._bind(t, ValueRef(index, j))
@@ -358,15 +380,17 @@ class _Recorder(TorchDispatchMode):
                              f"(shape {list(w.shape)}); the update is not expressible yet")
             self._written(w)
         if engine:
-            self.backward.engine_op(event, site)
+            for record in synthetic or [event]:
+                self.backward.engine_op(record, site)
         else:
             self.backward.forward_outputs(outs, site)
 
     # -- materializations ------------------------------------------------------
-    def materialize(self, t: torch.Tensor, kind: str, call: Callable[[], Any],
+    def materialize(self, t: torch.Tensor, kind: str, call: Callable[[torch.Tensor], Any],
                     site: Optional[Site] = None) -> Any:
         """Python reads `t`: a `terra.fetch` of its value if the trace computed
-        it, else a note of where the host finds it; then the real read."""
+        it, else a note of where the host finds it; then the real read,
+        `call(t)`."""
         try:
             if site is None:
                 self.backward.resolve()
@@ -393,7 +417,7 @@ class _Recorder(TorchDispatchMode):
             self.problem(f"cannot record a materialization ({kind}): {exc!r}")
             entry = None
         with self.pause():
-            result = call()
+            result = call(t)
         if entry is not None:
             self.trace.materializations.append(entry)
             self.trace.materialized.append(result)
@@ -498,7 +522,7 @@ def _install_hooks() -> None:
             rec = _ACTIVE
             if rec is None or rec.paused or rec.thread != threading.get_ident():
                 return _orig(self, *a, **k)
-            return rec.materialize(self, _kind, lambda: _orig(self, *a, **k))
+            return rec.materialize(self, _kind, lambda v: _orig(v, *a, **k))
 
         functools.update_wrapper(wrapper, orig)
         setattr(torch.Tensor, method, wrapper)

@@ -1,0 +1,166 @@
+"""Scalar relaxation (spec 6.3.1, after JANUS).
+
+A Python float that an op takes as an argument is part of the op's
+identity in a trace (`aten.div.Scalar {other = 0.9}`). When it changes from
+one iteration to the next (Adam's bias corrections, a learning rate from a
+schedule, a drop probability ramped by a Python object), every iteration
+would be a new path. Such an argument is *relaxed* instead: the op is
+recorded as its tensor form with the scalar fed as a 0-d tensor of the
+op's dtype, so the graph reads the current value every iteration:
+
+    div.Scalar(x, other=s)            -> div.Tensor(x, feed(s))
+    add_.Tensor(x, y, alpha=a)        -> add_.Tensor(x, mul.Tensor(y, feed(a)))
+    addcdiv_(x, t1, t2, value=v)      -> add_.Tensor(x, div.Tensor(mul.Tensor(t1, feed(v)), t2))
+    addcmul_(x, t1, t2, value=v)      -> add_.Tensor(x, mul.Tensor(mul.Tensor(t1, feed(v)), t2))
+
+Each form evaluates in the order ATen's CPU kernels do (`self + v * t1 / t2`),
+and the scalar is fed in the tensor's dtype, as ATen converts it. Which
+arguments to relax is learnt while tracing: an argument that differs
+between two traces at the same site (same op, same occurrence) is relaxed,
+the traces so far are dropped, and tracing starts again with it relaxed.
+Only ops with a rule below are relaxed; a changing argument of another op
+keeps making new paths (and the function eventually runs eagerly).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Optional
+
+import torch
+
+from .sites import AUTOGRAD_FILE, Site
+from .trace import FeedEvent, OpEvent, Trace, TensorType, ConstSource, ValueRef
+
+# (site, op name, argument name) of a relaxed scalar. Ops the autograd
+# engine runs learn their site only after they are recorded, so for them
+# the site is ENGINE: the argument is relaxed in every backward op of that
+# name (feeding a scalar that happens not to change costs nothing).
+RelaxKey = tuple[Any, str, str]
+ENGINE = "<autograd engine>"
+
+
+def _is_engine(site: Site) -> bool:
+    return bool(site.frames) and site.frames[0].file == AUTOGRAD_FILE
+
+# op -> its .Tensor form: the scalar `other` becomes a second operand.
+_TENSOR_FORM = {
+    "aten.mul.Scalar": "aten.mul.Tensor", "aten.mul_.Scalar": "aten.mul_.Tensor",
+    "aten.div.Scalar": "aten.div.Tensor", "aten.div_.Scalar": "aten.div_.Tensor",
+    "aten.lt.Scalar": "aten.lt.Tensor", "aten.le.Scalar": "aten.le.Tensor",
+    "aten.gt.Scalar": "aten.gt.Tensor", "aten.ge.Scalar": "aten.ge.Tensor",
+    "aten.eq.Scalar": "aten.eq.Tensor", "aten.ne.Scalar": "aten.ne.Tensor",
+    # `tensor / python_float` reaches aten as div.Tensor with a wrapped
+    # number, which the tracer records as the scalar `other`.
+    "aten.mul.Tensor": "aten.mul.Tensor", "aten.mul_.Tensor": "aten.mul_.Tensor",
+    "aten.div.Tensor": "aten.div.Tensor", "aten.div_.Tensor": "aten.div_.Tensor",
+}
+# ops whose `alpha` scales the second operand.
+_ALPHA_OPS = frozenset({"aten.add.Tensor", "aten.add_.Tensor", "aten.sub.Tensor", "aten.sub_.Tensor"})
+# ops whose `value` scales t1 (addcdiv: then divided by t2; addcmul: times t2).
+_VALUE_OPS = {"aten.addcdiv": ("aten.div.Tensor", "aten.add.Tensor"),
+              "aten.addcdiv_": ("aten.div.Tensor", "aten.add_.Tensor"),
+              "aten.addcmul": ("aten.mul.Tensor", "aten.add.Tensor"),
+              "aten.addcmul_": ("aten.mul.Tensor", "aten.add_.Tensor")}
+
+
+def relaxable(name: str, arg: str) -> bool:
+    """Whether a changing `arg` of op `name` can be fed instead of fixed."""
+    return ((name in _TENSOR_FORM and arg == "other") or (name in _ALPHA_OPS and arg == "alpha")
+            or (name in _VALUE_OPS and arg == "value"))
+
+
+def _ops_by_occurrence(trace: Trace) -> dict[tuple, OpEvent]:
+    seen: dict[tuple, int] = {}
+    out = {}
+    for ev in trace.events:
+        if isinstance(ev, OpEvent):
+            k = (ev.site, ev.name)
+            n = seen.get(k, 0)
+            seen[k] = n + 1
+            out[k + (n,)] = ev
+    return out
+
+
+def changed_scalars(before: Trace, after: Trace) -> set[RelaxKey]:
+    """The relaxable float arguments whose values differ between two traces
+    at the same op occurrence."""
+    a, b = _ops_by_occurrence(before), _ops_by_occurrence(after)
+    found: set[RelaxKey] = set()
+    for k, ev in b.items():
+        old = a.get(k)
+        if old is None:
+            continue
+        for arg, v in ev.args.items():
+            w = old.args.get(arg)
+            if (isinstance(v, float) and isinstance(w, (int, float)) and not isinstance(w, bool)
+                    and v != w and relaxable(ev.name, arg)):
+                found.add((ENGINE if _is_engine(ev.site) else ev.site, ev.name, arg))
+    return found
+
+
+def value_type(trace: Trace, ref: ValueRef) -> TensorType:
+    ev = trace.events[ref.event]
+    if isinstance(ev, OpEvent):
+        return ev.results[ref.result]
+    return ev.type
+
+
+def _broadcast(*types: TensorType) -> tuple[int, ...]:
+    return tuple(torch.broadcast_shapes(*(t.shape for t in types)))
+
+
+class Rewrite:
+    """The events replacing one op with a relaxed scalar: `ops` are
+    (name, inputs, args, result types); the feed comes first."""
+
+    def __init__(self, feed: FeedEvent, feed_value: torch.Tensor,
+                 ops: list[tuple[str, list[Any], dict[str, Any], list[TensorType]]]):
+        self.feed, self.feed_value, self.ops = feed, feed_value, ops
+
+
+FEED = "feed"  # placeholder for the feed's ValueRef in Rewrite.ops inputs
+
+
+def rewrite(trace: Trace, name: str, operands: list[ValueRef], args: dict[str, Any],
+            results: list[TensorType], site: Site, relaxed: set[RelaxKey],
+            engine: bool = False) -> Optional[Rewrite]:
+    """The relaxed form of an op about to be recorded, or None."""
+    if not relaxed:
+        return None
+    where = ENGINE if engine else site
+    arg = next((a for a in ("other", "alpha", "value") if (where, name, a) in relaxed), None)
+    if arg is None or not isinstance(args.get(arg), (int, float)) or isinstance(args.get(arg), bool):
+        return None
+    self_type = value_type(trace, operands[0])
+    dtype = self_type.dtype
+    if not dtype.is_floating_point:
+        return None
+    scalar = torch.tensor(float(args[arg]), dtype=dtype)
+    feed = FeedEvent(TensorType(dtype, ()), site, ConstSource(scalar))
+    rest = {k: v for k, v in args.items() if k != arg}
+    if name in _TENSOR_FORM:
+        return Rewrite(feed, scalar, [(_TENSOR_FORM[name], [operands[0], FEED], rest, results)])
+    if name in _ALPHA_OPS:
+        other = value_type(trace, operands[1])
+        scaled = TensorType(other.dtype, other.shape)
+        return Rewrite(feed, scalar, [
+            ("aten.mul.Tensor", [operands[1], FEED], {}, [scaled]),
+            (name, [operands[0], 0], rest, results)])  # 0: the previous op's result
+    combine, add = _VALUE_OPS[name]
+    t1, t2 = value_type(trace, operands[1]), value_type(trace, operands[2])
+    scaled = TensorType(t1.dtype, t1.shape)
+    combined = TensorType(t1.dtype, _broadcast(t1, t2))
+    return Rewrite(feed, scalar, [
+        ("aten.mul.Tensor", [operands[1], FEED], {}, [scaled]),
+        (combine, [0, operands[2]], {}, [combined]),
+        (add, [operands[0], 1], rest, results)])
+
+
+def is_engine_key(key: RelaxKey) -> bool:
+    return key[0] == ENGINE
+
+
+def describe(keys: Iterable[RelaxKey]) -> str:
+    return ", ".join(sorted(f"{name}.{arg}" for _, name, arg in keys))
+
+
+RelaxFn = Callable[..., Optional[Rewrite]]
