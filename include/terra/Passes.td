@@ -170,4 +170,20 @@ def TerraSwitchToIf : Pass<"terra-switch-to-if"> {
   let dependentDialects = ["mlir::scf::SCFDialect", "mlir::arith::ArithDialect"];
 }
 
+def TerraSplitEmptyTensors : Pass<"terra-split-empty-tensors"> {
+  let summary = "Give every use of a tensor.empty its own op before bufferization";
+  let description = [{
+    CSE merges equal `tensor.empty` ops, so one empty tensor can become the
+    destination of several ops (two fills, a fill and a generic). One-shot
+    bufferization then gives all of them the empty tensor's buffer and lets
+    a later op write into it in place while an earlier result that lives
+    in the same buffer is still read, e.g. by a host callback through
+    `bufferization.to_buffer` (seen as a wrong loss in DCGAN: a `ones`
+    target overwritten before its second use). Cloning the empty op per use
+    restores one buffer per destination; allocation is unchanged, since
+    every use needed its own buffer anyway.
+  }];
+  let dependentDialects = ["mlir::tensor::TensorDialect"];
+}
+
 #endif // TERRA_PASSES_TD

@@ -34,6 +34,8 @@ void terra::buildCPULoweringPipeline(OpPassManager &pm) {
   // scf.index_switch -> scf.if: upstream bufferization misses the aliases
   // of index_switch results (see terra-switch-to-if).
   pm.addPass(createTerraSwitchToIf());
+  // One tensor.empty per destination (CSE merged them; see the pass).
+  pm.addPass(createTerraSplitEmptyTensors());
 
   bufferization::OneShotBufferizePassOptions bufOpts;
   bufOpts.bufferizeFunctionBoundaries = true;

@@ -195,6 +195,30 @@ class CoExecutor(_Recorder):
         self.log.append((func, args, kwargs, out))
         return out
 
+    def _run_host_rng(self, func: Any, name: str, args: tuple, kwargs: dict) -> Any:
+        """A random-number op runs on the host even in co-execution, so the
+        generator advances exactly as in eager; placeholder inputs only
+        lend their shapes (see tracing.HOST_RNG_OPS). An in-place op's
+        target placeholder takes the result as its value."""
+        if self.deviation is not None:
+            return func(*args, **kwargs)
+
+        def scratch(x: Any) -> Any:
+            if isinstance(x, Placeholder):
+                return torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype)
+            return x
+        with self.pause():
+            rargs, rkwargs = tree_map(scratch, args), tree_map(scratch, kwargs)
+            out = func(*rargs, **rkwargs)
+        target = args[0] if args else None
+        if isinstance(target, Placeholder) and out is rargs[0]:
+            target._terra_real = rargs[0]
+            # A replay after a deviation must not draw again: it restores
+            # the value drawn here.
+            self.log.append((_same, (rargs[0],), {}, target))
+            return target
+        return out
+
     def _token_of(self, t: torch.Tensor) -> Token:
         if isinstance(t, Placeholder):
             return t._terra_token
@@ -460,6 +484,10 @@ class CoExecutor(_Recorder):
                     fid = cursor.fetch_id(node, result)
                     if fid >= 0:
                         o._terra_resolve = lambda run=run, fid=fid, inst=inst: _from_fetch(run, fid, inst)
+
+
+def _same(x: torch.Tensor) -> torch.Tensor:
+    return x
 
 
 def _view_of(target: torch.Tensor, meta: torch.Tensor, token: Token, where: str,

@@ -52,6 +52,18 @@ UNMARKED_WRITES = {"aten.native_batch_norm": ("running_mean", "running_var"),
                    "aten.miopen_batch_norm": ("running_mean", "running_var")}
 
 
+# Random-number ops whose result does not depend on their tensor inputs
+# values (only shapes, or nothing). They run on the host in every phase,
+# drawing from PyTorch's own generator exactly as eager does, and their
+# results reach the graph as feeds: results match eager bit for bit. (Ops
+# like `bernoulli(p_tensor)` read values and are not in this set.)
+HOST_RNG_OPS = frozenset({
+    "aten.rand", "aten.randn", "aten.rand_like", "aten.randn_like", "aten.randint",
+    "aten.randint.low", "aten.randint_like", "aten.randint_like.low_dtype", "aten.randperm",
+    "aten.bernoulli_.float", "aten.bernoulli.p", "aten.uniform_", "aten.normal_",
+    "aten.exponential_", "aten.geometric_", "aten.log_normal_", "aten.cauchy_"})
+
+
 def _arg(func: Any, args: tuple, kwargs: dict, name: str, default: Any) -> Any:
     """The value of schema argument `name` in a call, or `default`."""
     for i, a in enumerate(func._schema.arguments):
@@ -110,6 +122,9 @@ class _Recorder(TorchDispatchMode):
         self.keepalive: list[Any] = []
         # Scalar arguments recorded as feeds (see relax.py), set by the caller.
         self.relaxed: set = set()
+        # Memory of tensors the host made in the step (random numbers): fed
+        # to the graph, but written in place like any value of the step.
+        self.host_made: set[tuple] = set()
         self.in_engine = False
         # Persistent state at the start of the call.
         self.initial: dict[str, Key] = {}
@@ -235,7 +250,7 @@ class _Recorder(TorchDispatchMode):
         in eager mode but not in the graph: nothing commits feeds. It is
         fine when the tensor ends up as persistent state (e.g. optimizer
         state created during the step), which is committed; `finish` checks."""
-        if isinstance(self.trace.events[ref.event], FeedEvent):
+        if isinstance(self.trace.events[ref.event], FeedEvent) and self.base(t) not in self.host_made:
             self.written_feeds.setdefault(self.base(t), list(t.shape))
 
     # -- ops -----------------------------------------------------------------
@@ -265,6 +280,17 @@ class _Recorder(TorchDispatchMode):
                 if ref is not None and self.key(out) != self.key(args[0]):
                     self._bind(out, ref)
             return out
+        if name in HOST_RNG_OPS:
+            out = self._run_host_rng(func, name, args, kwargs)
+            for t in _flat_tensors(out):
+                self.host_made.add(self.base(t))  # step-local: writable in place
+            first = func._schema.arguments[0] if func._schema.arguments else None
+            if first is not None and first.alias_info is not None and first.alias_info.is_write:
+                # Written in place by the host: later reads are fresh feeds.
+                target = args[0]
+                self.producers.pop(self.key(target), None)
+                self._written(target)
+            return out
         if name == "aten._local_scalar_dense":
             return self.materialize(args[0], "item", lambda v: func(v, *args[1:], **kwargs), site)
         try:
@@ -281,6 +307,10 @@ class _Recorder(TorchDispatchMode):
 
     def _execute(self, func: Any, name: str, args: tuple, kwargs: dict) -> Any:
         """Runs one op for the program (eagerly while tracing)."""
+        return func(*args, **kwargs)
+
+    def _run_host_rng(self, func: Any, name: str, args: tuple, kwargs: dict) -> Any:
+        """Runs a random-number op (HOST_RNG_OPS) on the host."""
         return func(*args, **kwargs)
 
     def _operands(self, func: Any, name: str, args: tuple, kwargs: dict,

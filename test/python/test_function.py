@@ -197,6 +197,65 @@ def test_returned_tensors_are_ordinary_tensors() -> None:
     assert repr(loss).startswith("tensor(")
 
 
+def test_dropout_and_random_noise_match_eager_bit_for_bit() -> None:
+    # Random numbers are drawn on the host from PyTorch's generator in every
+    # phase (tracing.HOST_RNG_OPS) and fed to the graph, so dropout masks and
+    # noise are exactly eager's; compare() seeds both runs alike.
+    def make() -> tuple:
+        model = nn.Sequential(nn.Linear(6, 16), nn.Dropout(0.3), nn.Tanh(), nn.Linear(16, 3))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, y):
+            noise = torch.rand(x.shape) * 0.1
+            loss = F.cross_entropy(model(x + noise), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    stats = compare(make, batches(8), max_fallbacks=0)
+    assert stats["coexec_iterations"] >= 4
+
+
+def test_constant_targets_reused_across_host_ops() -> None:
+    # A GAN-style step: `ones`/`zeros` targets made once and used by several
+    # losses (binary_cross_entropy_with_logits runs as a host callback).
+    # CSE merges the targets' empty tensors with other destinations; the
+    # buffers must stay apart (terra-split-empty-tensors), or the second loss
+    # reads an overwritten target.
+    def make() -> tuple:
+        d = nn.Sequential(nn.Linear(6, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
+        g = nn.Sequential(nn.Linear(4, 6), nn.Tanh())
+        opt_d = torch.optim.Adam(d.parameters(), lr=1e-2, betas=(0.5, 0.999))
+        opt_g = torch.optim.Adam(g.parameters(), lr=1e-2, betas=(0.5, 0.999))
+        model = nn.ModuleList([d, g])
+
+        def step(real, z):
+            ones, zeros = torch.ones(real.shape[0]), torch.zeros(real.shape[0])
+            d.zero_grad()
+            out_real = d(real).view(-1)
+            err_real = F.binary_cross_entropy_with_logits(out_real, ones)
+            err_real.backward()
+            d_x = out_real.sigmoid().mean().item()
+            fake = g(z)
+            out_fake = d(fake.detach()).view(-1)
+            err_fake = F.binary_cross_entropy_with_logits(out_fake, zeros)
+            err_fake.backward()
+            d_g_z1 = out_fake.sigmoid().mean().item()
+            opt_d.step()
+            g.zero_grad()
+            out = d(fake).view(-1)
+            err_g = F.binary_cross_entropy_with_logits(out, ones)
+            err_g.backward()
+            opt_g.step()
+            return (err_real + err_fake).item(), err_g.item(), d_x, d_g_z1, out.sigmoid().mean().item()
+        return step, model, opt_d
+    gen = torch.Generator().manual_seed(5)
+    inputs = [(torch.randn(8, 6, generator=gen), torch.randn(8, 4, generator=gen)) for _ in range(7)]
+    stats = compare(make, inputs, max_fallbacks=0)
+    assert stats["coexec_iterations"] >= 3
+
+
 def test_adam_co_executes_with_relaxed_scalars() -> None:
     """torch 1.13's Adam passes its bias corrections as new Python floats
     every step (`denom / bias_correction2_sqrt`, `addcdiv_(value=-step_size)`)
