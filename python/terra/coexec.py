@@ -367,6 +367,8 @@ class CoExecutor(_Recorder):
     def materialize(self, t: torch.Tensor, kind: str, call: Any, site: Optional[Site] = None) -> Any:
         self._ready(t)
         value = self._updated_value(t)
+        if isinstance(t, Placeholder) and t._terra_real is not None:
+            value = t._terra_real  # readers (numpy, repr, ...) get a plain tensor
         if value is not None:
             return super().materialize(t, kind, lambda _: call(value), site)
         return super().materialize(t, kind, call, site)

@@ -60,19 +60,28 @@ class Placeholder(torch.Tensor):
         return r
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # noqa: D105
+        if _recording():
+            return torch.Tensor.__repr__(self, tensor_contents=tensor_contents)
         if self._terra_real is None and self._terra_resolve is None:
             return f"<terra placeholder {self.dtype} {list(self.shape)} without a value>"
         return repr(self.terra_real)
 
-    # Conversions that torch refuses for tensor subclasses read the value
-    # (after the step; inside it the co-executor intercepts them first).
+    # Conversions that torch refuses for tensor subclasses read the value.
+    # Inside a step they go through the recorder's materialization hook
+    # installed on torch.Tensor (a fetch from the graph).
     def numpy(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102
+        if _recording():
+            return torch.Tensor.numpy(self, *args, **kwargs)
         return self.terra_real.numpy(*args, **kwargs)
 
     def tolist(self) -> Any:  # noqa: D102
+        if _recording():
+            return torch.Tensor.tolist(self)
         return self.terra_real.tolist()
 
     def __array__(self, *args: Any) -> Any:  # noqa: D105
+        if _recording():
+            return torch.Tensor.__array__(self, *args)
         return self.terra_real.__array__(*args)
 
     @property
@@ -105,6 +114,11 @@ class Placeholder(torch.Tensor):
         out = func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs))
         # An op that returns its (written) argument returns the placeholder.
         return tree_map(lambda o: reals.get(id(o), o) if isinstance(o, torch.Tensor) else o, out)
+
+
+def _recording() -> bool:
+    from . import tracing  # noqa: PLC0415 - tracing imports this module
+    return tracing._ACTIVE is not None
 
 
 def real(x: Any) -> Any:
