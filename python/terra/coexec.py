@@ -123,7 +123,24 @@ def _convolution_backward(grad_output: torch.Tensor, input: torch.Tensor, weight
             bias if mask[2] else None)
 
 
-_META_RULES = {"aten.convolution_backward.default": _convolution_backward}
+def _index_tensor(self: torch.Tensor, indices: Any) -> torch.Tensor:
+    """aten.index.Tensor (advanced indexing) with integer index tensors; a
+    boolean mask's result size depends on its values and is not inferred."""
+    positions = [i for i, t in enumerate(indices) if t is not None]
+    if not positions or any(indices[i].dtype in (torch.bool, torch.uint8) for i in positions):
+        raise MetaUnavailable("aten.index.Tensor with a boolean mask has a data-dependent shape")
+    shape = list(self.shape)
+    bshape = list(torch.broadcast_shapes(*(tuple(indices[i].shape) for i in positions)))
+    rest = [d for i, d in enumerate(shape) if i not in positions]
+    if positions == list(range(positions[0], positions[-1] + 1)):
+        out = shape[:positions[0]] + bshape + shape[positions[-1] + 1:]
+    else:  # separated advanced indices: their dims go first
+        out = bshape + rest
+    return torch.empty(out, dtype=self.dtype, device="meta")
+
+
+_META_RULES = {"aten.convolution_backward.default": _convolution_backward,
+               "aten.index.Tensor": _index_tensor}
 
 
 class CoExecutor(_Recorder):

@@ -197,6 +197,27 @@ def test_returned_tensors_are_ordinary_tensors() -> None:
     assert repr(loss).startswith("tensor(")
 
 
+def test_indexing_with_indices_computed_in_numpy() -> None:
+    # Faster R-CNN style: indices picked in NumPy from fetched scores select
+    # rows (aten.index.Tensor, whose result shape the co-executor infers
+    # itself: torch 1.13 has no meta kernel for it).
+    def make() -> tuple:
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y):
+            scores = model(x)
+            keep = torch.from_numpy(np.argsort(-scores.detach().numpy()[:, 0], kind="stable")[:4].copy())
+            loss = F.cross_entropy(scores[keep], y[keep])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    stats = compare(make, batches(8), max_fallbacks=0)
+    assert stats["coexec_iterations"] >= 4
+
+
 def test_dropout_and_random_noise_match_eager_bit_for_bit() -> None:
     # Random numbers are drawn on the host from PyTorch's generator in every
     # phase (tracing.HOST_RNG_OPS) and fed to the graph, so dropout masks and
