@@ -105,7 +105,7 @@ def infer_meta(func: Any, args: tuple, kwargs: dict) -> Any:
         try:
             hit = func(*margs, **mkwargs)
         except Exception as exc:
-            rule = _META_RULES.get(str(func))
+            rule = _META_RULES.get(str(func)) or _like_input_rule(func)
             if rule is None:
                 raise MetaUnavailable(f"{func} has no meta kernel ({type(exc).__name__})") from exc
             hit = rule(*margs, **mkwargs)
@@ -139,7 +139,33 @@ def _index_tensor(self: torch.Tensor, indices: Any) -> torch.Tensor:
     return torch.empty(out, dtype=self.dtype, device="meta")
 
 
+def _like_input_rule(func: Any) -> Any:
+    """Loss backward ops (`smooth_l1_loss_backward`, `huber_loss_backward`,
+    ...) return the gradient of their `self` input: one tensor shaped and
+    typed like it. Used only when the op has no meta kernel."""
+    schema = func._schema
+    name = schema.name.split("::")[-1]
+    if not (name.endswith("loss_backward") and len(schema.returns) == 1):
+        return None
+    names = [a.name for a in schema.arguments]
+    if "self" not in names:
+        return None
+    at = names.index("self")
+
+    def rule(*args: Any, **kwargs: Any) -> torch.Tensor:
+        x = args[at] if at < len(args) else kwargs["self"]
+        return torch.empty(tuple(x.shape), dtype=x.dtype, device="meta")
+    return rule
+
+
+def _grid_sampler_2d_backward(grad_output: torch.Tensor, input: torch.Tensor, grid: torch.Tensor,
+                              *rest: Any, **kw: Any) -> tuple:
+    like = lambda t: torch.empty(tuple(t.shape), dtype=t.dtype, device="meta")  # noqa: E731
+    return like(input), like(grid)
+
+
 _META_RULES = {"aten.convolution_backward.default": _convolution_backward,
+               "aten.grid_sampler_2d_backward.default": _grid_sampler_2d_backward,
                "aten.index.Tensor": _index_tensor}
 
 
@@ -251,7 +277,12 @@ class CoExecutor(_Recorder):
             if not isinstance(src, Placeholder):
                 return func(*args, **kwargs)  # a real alias of a real tensor
             return _view_of(src, _to_meta(src), src._terra_token, src._terra_where)
-        meta = infer_meta(func, args, kwargs)
+        try:
+            meta = infer_meta(func, args, kwargs)
+        except MetaUnavailable:
+            if name != "aten.index.Tensor":
+                raise
+            meta = self._index_with_mask_meta(func, args)
         schema = func._schema
         # Arguments by alias set, for results that return (a view of) one.
         by_alias: dict[Any, torch.Tensor] = {}
@@ -285,6 +316,22 @@ class CoExecutor(_Recorder):
         if single:
             return outs[0]
         return type(meta)(outs) if isinstance(meta, tuple) else outs
+
+    def _index_with_mask_meta(self, func: Any, args: tuple) -> torch.Tensor:
+        """The result of `x[mask]`: its size comes from the mask's values,
+        which the host has read (tracing records that read as a fetch)."""
+        x, indices = args[0], args[1]
+        reals = []
+        for m in indices:
+            if isinstance(m, Placeholder):
+                if m._terra_real is None:
+                    raise MetaUnavailable("the boolean index was not fetched")
+                m = m._terra_real
+            reals.append(m)
+        with self.pause():
+            probe = torch.zeros(tuple(x.shape), dtype=x.dtype)
+            out = func(probe, reals)
+            return torch.empty(tuple(out.shape), dtype=out.dtype, device="meta")
 
     # -- validation ------------------------------------------------------------
     def _handle(self, ref: ValueRef) -> tuple[int, int, int]:

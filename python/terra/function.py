@@ -302,7 +302,14 @@ class TerraFunction:
         if call is None:
             raise RuntimeError(f"no host implementation recorded for {name} {args}")
         func, recipe = call
+        # Inputs are views of the graph's buffers: an op that writes in
+        # place works on copies (the graph's values are immutable), and a
+        # result that aliases an input is copied (the graph may reuse that
+        # buffer while the result is still in use).
         tensors = [torch.from_numpy(a) for a in arrays]
+        if any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments):
+            tensors = [t.clone() for t in tensors]
+        inputs = {_storage_ptr(t) for t in tensors}
         pos: list = []
         kw: dict = {}
         for arg_name, kwarg_only, kind, value in recipe:
@@ -319,7 +326,13 @@ class TerraFunction:
         with torch.no_grad():
             out = func(*pos, **kw)
         outs = [out] if isinstance(out, torch.Tensor) else [t for t in out if isinstance(t, torch.Tensor)]
-        return [tensor_spec(t.contiguous()) for t in outs]
+        specs = []
+        for t in outs:
+            t = t.contiguous()
+            if _storage_ptr(t) in inputs:
+                t = t.clone()
+            specs.append(tensor_spec(t))
+        return specs
 
     def _coexec(self, args: tuple, kwargs: dict) -> Any:
         it = self.stats.tracing_iterations + self.stats.coexec_iterations + self.stats.eager_iterations
@@ -490,6 +503,11 @@ def stats(fn: TerraFunction) -> dict:
     if not isinstance(fn, TerraFunction):
         raise TypeError("terra.stats expects a function decorated with @terra.function")
     return fn.stats.as_dict(fn)
+
+
+def _storage_ptr(t: torch.Tensor) -> int:
+    storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    return storage.data_ptr()
 
 
 def _with_values(result: Any) -> Any:

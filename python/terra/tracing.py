@@ -291,6 +291,13 @@ class _Recorder(TorchDispatchMode):
                 self.producers.pop(self.key(target), None)
                 self._written(target)
             return out
+        if name == "aten.index.Tensor" and len(args) > 1:
+            # A boolean mask's count of true elements is the result's size:
+            # the host reads the mask (a fetch point in every phase), so the
+            # co-executor can shape the result.
+            for m in args[1]:
+                if isinstance(m, torch.Tensor) and m.dtype in (torch.bool, torch.uint8):
+                    self.materialize(m, "shape", lambda v: None, site)
         if name == "aten._local_scalar_dense":
             return self.materialize(args[0], "item", lambda v: func(v, *args[1:], **kwargs), site)
         try:

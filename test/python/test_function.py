@@ -218,6 +218,27 @@ def test_indexing_with_indices_computed_in_numpy() -> None:
     assert stats["coexec_iterations"] >= 4
 
 
+def test_boolean_mask_indexing_with_data_dependent_size() -> None:
+    # YOLOv3 / Faster R-CNN style: rows selected by a mask computed in the
+    # graph. The result's size depends on the mask's values, so the host
+    # reads the mask (a fetch point) and shapes the result; no fallbacks.
+    def make() -> tuple:
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y):
+            scores = model(x)
+            keep = scores[:, 0] > scores[:, 1]
+            loss = F.cross_entropy(scores[keep], y[keep]) if bool(keep.any()) else scores.sum() * 0
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    stats = compare(make, batches(10), max_fallbacks=2)
+    assert stats["coexec_iterations"] >= 4
+
+
 def test_dropout_and_random_noise_match_eager_bit_for_bit() -> None:
     # Random numbers are drawn on the host from PyTorch's generator in every
     # phase (tracing.HOST_RNG_OPS) and fed to the graph, so dropout masks and
