@@ -324,7 +324,12 @@ class TerraFunction:
             else:
                 pos.append(v)
         with torch.no_grad():
-            out = func(*pos, **kw)
+            if name in _HOST_VIEW_OPS:
+                # The recorded strides describe the traced tensor's layout,
+                # not this buffer's: a view op means its value, a reshape.
+                out = pos[0].reshape(pos[1])
+            else:
+                out = func(*pos, **kw)
         outs = [out] if isinstance(out, torch.Tensor) else [t for t in out if isinstance(t, torch.Tensor)]
         specs = []
         for t in outs:
@@ -503,6 +508,11 @@ def stats(fn: TerraFunction) -> dict:
     if not isinstance(fn, TerraFunction):
         raise TypeError("terra.stats expects a function decorated with @terra.function")
     return fn.stats.as_dict(fn)
+
+
+# View ops whose arguments carry strides of the traced layout; on the host
+# they run as reshapes of the value (the graph has value semantics).
+_HOST_VIEW_OPS = frozenset({"aten._reshape_alias"})
 
 
 def _storage_ptr(t: torch.Tensor) -> int:

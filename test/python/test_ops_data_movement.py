@@ -66,6 +66,17 @@ def test_reshape_alias_contiguous():
     check_op("aten._reshape_alias", [rand(2, 3, 4)], {"size": [6, 4], "stride": [4, 1]}, **EXACT)
 
 
+def test_reshape_alias_of_a_non_contiguous_view_is_its_reshaped_value():
+    # reshape() of a permuted tensor that can still be viewed emits
+    # _reshape_alias with strides of that eager layout; its value is the
+    # logical reshape (graph values have no layout). Faster R-CNN hit this:
+    # honouring the traced strides scattered gradients to wrong anchors.
+    y = rand(2, 3, 8)[:, :, ::2]  # (2, 3, 4) with strides (24, 8, 2): viewable as (6, 4)
+    out = y.reshape(6, 4)
+    assert out._base is not None  # a view: torch used _reshape_alias
+    check_expected("aten._reshape_alias", [y], {"size": [6, 4], "stride": [8, 2]}, out, **EXACT)
+
+
 # --- Transposes and broadcasts ---------------------------------------------
 
 @pytest.mark.parametrize("shape,dims", [((2, 3, 4), [2, 0, 1]), ((2, 3, 4), [-1, 0, 1]),

@@ -306,19 +306,10 @@ LogicalResult lowerReshape(DLOp op, ValueRange o, PatternRewriter &rw) {
     rw.replaceOp(op, src);
     return success();
   }
-  // _reshape_alias is a reshape only for contiguous strides.
-  if (op.getName() == "aten._reshape_alias") {
-    auto size = getIntListArg(op, "size");
-    auto stride = getIntListArg(op, "stride");
-    if (!size || !stride || size->size() != stride->size())
-      return failure();
-    int64_t expect = 1;
-    for (int64_t k = int64_t(size->size()) - 1; k >= 0; --k) {
-      if ((*size)[k] != 1 && (*stride)[k] != expect)
-        return failure();
-      expect *= (*size)[k];
-    }
-  }
+  // _reshape_alias(x, size, stride) is what `reshape` emits when it can view
+  // x's memory; its strides describe the traced tensor's layout. Its value
+  // is x reshaped to `size` in logical order whatever the strides are, and
+  // graph values have no layout, so it lowers like reshape.
   bool hasZero = llvm::is_contained(srcT.getShape(), 0) ||
                  llvm::is_contained(dstT.getShape(), 0);
   if (hasZero) { // No elements to move.
