@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 if __package__ in (None, ""):  # executed as a script: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -23,7 +23,8 @@ import torch  # noqa: E402
 
 from benchmarks.harness import charts, report  # noqa: E402
 from benchmarks.harness import modes as modes_mod  # noqa: E402
-from benchmarks.harness.measure import RunConfig, RunResult, compare, run_one  # noqa: E402
+from benchmarks.harness.measure import (NOISE_PERTURBATION, RunConfig, RunResult, compare,  # noqa: E402
+                                        run_one, within_noise)
 from benchmarks.harness.progress import Progress  # noqa: E402
 from benchmarks.programs import NAMES, PROGRAMS, SIZES  # noqa: E402
 
@@ -110,9 +111,20 @@ def run(args: argparse.Namespace) -> Dict[str, object]:
                 bar.message(f"{name}/{mode}: failed: {res.reason}")
             if mode == "eager":
                 eager = res
+                noise: Dict[str, Any] = {}
+                if res.status == "ok" and len(args.modes) > 1:
+                    # How far rounding-sized differences carry in this program.
+                    floor = run_one(PROGRAMS[name], "eager", cfg, perturb=NOISE_PERTURBATION)
+                    if floor.status == "ok":
+                        noise = compare(eager, floor, cfg.rtol, cfg.atol)
+                    res.correctness = {"noise_floor": noise}
             elif res.status == "ok" and eager is not None and eager.status == "ok":
                 res.speedup = eager.step_time_s["median"] / res.step_time_s["median"]
                 res.correctness = compare(eager, res, cfg.rtol, cfg.atol)
+                floor = (eager.correctness or {}).get("noise_floor") or {}
+                res.correctness["noise_floor_param_rel"] = floor.get("param_max_rel")
+                res.correctness["noise_floor_loss_rel"] = floor.get("loss_max_rel")
+                res.correctness["within_noise"] = within_noise(res.correctness, floor)
             if mode == "eager" and res.status == "ok":
                 res.speedup = 1.0
             results.append(res)
@@ -136,7 +148,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"\nwrote {args.out / 'results.json'}, results.md, speedup.png, step_time.png, phases.png")
     if args.strict:
         bad = [r for r in doc["results"] if r["status"] == "failed"
-               or (r["correctness"] and not r["correctness"]["ok"])]
+               or (r["correctness"] and not r["correctness"].get("ok", True))]
         return 1 if bad else 0
     return 0
 

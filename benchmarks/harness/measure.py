@@ -76,12 +76,19 @@ def _to_float(x: Any) -> float:
 
 
 def run_one(module: ModuleType, mode: str, cfg: RunConfig,
-            on_step: Callable[[], None] = lambda: None) -> RunResult:
-    """Build a fresh program, wrap its step for ``mode``, time it, capture losses/params."""
+            on_step: Callable[[], None] = lambda: None, perturb: float = 0.0) -> RunResult:
+    """Build a fresh program, wrap its step for ``mode``, time it, capture losses/params.
+
+    With ``perturb``, the program's first parameter is scaled by (1 + perturb)
+    before the first step: an eager run perturbed like this measures how far
+    rounding-sized differences carry in this program (the noise floor)."""
     name = module.__name__.rsplit(".", 1)[-1]
     modes_mod.reset(mode)
     try:
         program = module.build(size=cfg.size, device=cfg.device, seed=cfg.seed)
+        if perturb:
+            with torch.no_grad():
+                next(iter(program.model.parameters())).mul_(1 + perturb)
         fn = modes_mod.wrap(mode, program.step, cfg.compile_backend)
         outputs: List[Any] = []
         i = 0
@@ -120,6 +127,23 @@ def run_one(module: ModuleType, mode: str, cfg: RunConfig,
         where = f" at {last.filename.rsplit('/', 1)[-1]}:{last.lineno}"
         msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         return RunResult(name, mode, "failed", reason=f"{type(exc).__name__}: {msg}{where}")
+
+
+# The noise floor: eager with one parameter scaled by 1 + NOISE_PERTURBATION.
+NOISE_PERTURBATION = 1e-7
+# A mode is "within the noise floor" when its differences from eager are at
+# most NOISE_FACTOR times the perturbed eager run's (or within rtol/atol).
+NOISE_FACTOR = 10.0
+
+
+def within_noise(k: Dict[str, Any], floor: Dict[str, Any]) -> Optional[bool]:
+    """Whether a comparison ``k`` is within NOISE_FACTOR x the noise floor."""
+    if not floor or k.get("loss_max_rel") is None or floor.get("loss_max_rel") is None:
+        return None
+    def fits(key: str, tol: float) -> bool:
+        v, f = k.get(key), floor.get(key)
+        return v is not None and f is not None and v <= max(NOISE_FACTOR * f, tol)
+    return fits("loss_max_rel", k["rtol"]) and fits("param_max_rel", k["rtol"])
 
 
 def compare(ref: RunResult, other: RunResult, rtol: float, atol: float) -> Dict[str, Any]:

@@ -149,11 +149,20 @@ def render_markdown(doc: Dict[str, Any]) -> str:
             if mode == "eager" or r is None or r["status"] != "ok" or not r["correctness"]:
                 continue
             k = r["correctness"]
+            wn = k.get("within_noise")
             rows.append([p, mode, "yes" if k["ok"] else "**NO**", _fmt(k["loss_max_abs"]),
-                         _fmt(k["loss_max_rel"]), _fmt(k["param_max_abs"]), _fmt(k["param_max_rel"])])
+                         _fmt(k["loss_max_rel"]), _fmt(k["param_max_abs"]), _fmt(k["param_max_rel"]),
+                         _fmt(k.get("noise_floor_loss_rel")), _fmt(k.get("noise_floor_param_rel")),
+                         NA if wn is None else ("yes" if wn else "**NO**")])
     out += (_table(["program", "mode", f"within rtol={c['rtol']} atol={c['atol']}", "loss max abs",
-                    "loss max rel", "param max abs", "param max rel"], rows)
+                    "loss max rel", "param max abs", "param max rel", "noise floor loss rel",
+                    "noise floor param rel", "within 10x noise floor"], rows)
             if rows else ["No mode other than eager ran, so there is nothing to compare (n/a).", ""])
+    if rows:
+        out += ["The noise floor is eager PyTorch rerun with one parameter scaled by 1 + 1e-7: how far",
+                "rounding-sized differences carry in each program over the same steps. A mode whose",
+                "differences stay within 10x that floor (or within the fixed tolerance) is as close to",
+                "eager as eager is to itself under rounding noise.", ""]
 
     out += ["## Compilation, fallbacks and regenerations", ""]
     rows = []
@@ -195,7 +204,7 @@ def render_markdown(doc: Dict[str, Any]) -> str:
             if r is None:
                 row.append("not run")
             elif r["status"] == "ok":
-                bad = r["correctness"] and not r["correctness"]["ok"]
+                bad = r["correctness"] and not r["correctness"].get("ok", True)
                 row.append("ran (mismatch)" if bad else "ran")
             elif r["status"] == "unavailable":
                 row.append("unavailable")

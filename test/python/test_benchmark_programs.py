@@ -312,6 +312,9 @@ def test_harness_terra_plumbing_with_stand_in(monkeypatch: pytest.MonkeyPatch, t
         r = by[("dcgan", mode)]
         assert r["status"] == "ok" and r["speedup"] > 0
         assert r["correctness"]["ok"] and r["correctness"]["loss_max_abs"] == 0.0
+        # The perturbed-eager noise floor is measured and the mode compared to it.
+        assert r["correctness"]["noise_floor_param_rel"] > 0
+        assert r["correctness"]["within_noise"] is True
         assert r["terra"]["fallbacks"] == 1 and r["terra"]["compile_time_s"] == 0.25
         assert isinstance(r["terra"]["raw"]["note"], str)
     md = (tmp_path / "results.md").read_text()
@@ -329,6 +332,7 @@ def test_strict_run_fails_when_a_mode_disagrees_with_eager(monkeypatch: pytest.M
     terra = next(r for r in doc["results"] if r["mode"] == "terra")
     assert not terra["correctness"]["ok"]
     assert terra["correctness"]["loss_max_abs"] == pytest.approx(0.5, rel=1e-5)
+    assert terra["correctness"]["within_noise"] is False
     assert "ran (mismatch)" in (tmp_path / "results.md").read_text()
 
 
