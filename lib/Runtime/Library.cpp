@@ -134,11 +134,9 @@ void gemm(Mat<T> a, Mat<T> b, Mat<T> c, bool overwrite) {
     gemmCall(flip(vb->trans), flip(va->trans), n, m, k, b.p, vb->ld, a.p,
              va->ld, beta, c.p, vc->ld);
   } else {
-    Mat<T> tmp = overwrite ? Mat<T>{nullptr, m, n, n, 1} : pack(c, sc);
-    if (overwrite) {
-      sc.resize(m * n);
-      tmp.p = sc.data();
-    }
+    // C has no BLAS view: work on a packed copy (its old values matter only
+    // when accumulating).
+    Mat<T> tmp = pack(c, sc);
     gemmCall(va->trans, vb->trans, m, n, k, a.p, va->ld, b.p, vb->ld, beta,
              tmp.p, n);
     for (int64_t i = 0; i < m; ++i)
@@ -330,11 +328,15 @@ void conv2dGradWeight(StridedMemRefType<T, 5> *x, StridedMemRefType<T, 5> *go,
     Mat<T> om = flat ? Mat<T>{op, fg, ckk, os[1], 1}
                      : Mat<T>{obuf.data(), fg, ckk, ckk, 1};
     bool first = overwrite; // whether the next product overwrites om
+    // Element (f, k) of out[g], k = (c * KH + i) * KW + j.
+    auto outAt = [&](int64_t f, int64_t k) -> T & {
+      return op[f * os[1] + (k / (kh * kw)) * os[2] + (k / kw % kh) * os[3] +
+                (k % kw) * os[4]];
+    };
     if (!flat && !overwrite)
       for (int64_t f = 0; f < fg; ++f)
         for (int64_t k = 0; k < ckk; ++k)
-          obuf[f * ckk + k] = op[f * os[1] + (k / (kh * kw)) * os[2] +
-                                 (k / kw % kh) * os[3] + (k % kw) * os[4]];
+          obuf[f * ckk + k] = outAt(f, k);
     if ((n == 0 || spatial == 0) && first)
       for (int64_t f = 0; f < fg; ++f)
         for (int64_t k = 0; k < ckk; ++k)
@@ -354,8 +356,7 @@ void conv2dGradWeight(StridedMemRefType<T, 5> *x, StridedMemRefType<T, 5> *go,
     if (!flat)
       for (int64_t f = 0; f < fg; ++f)
         for (int64_t k = 0; k < ckk; ++k)
-          op[f * os[1] + (k / (kh * kw)) * os[2] + (k / kw % kh) * os[3] +
-             (k % kw) * os[4]] = obuf[f * ckk + k];
+          outAt(f, k) = obuf[f * ckk + k];
   }
 }
 

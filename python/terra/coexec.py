@@ -410,14 +410,19 @@ class CoExecutor(_Recorder):
             return None
         return torch.from_numpy(arr)
 
-    def _ready(self, t: torch.Tensor) -> None:
-        """Makes sure a placeholder the host reads has its value."""
-        if self.deviation is not None or not isinstance(t, Placeholder) or t._terra_real is not None:
-            return
+    def _catch_up(self) -> None:
+        """Validates everything recorded so far (backward sites resolved), so
+        a value the host reads has its handle."""
         self.backward.resolve()
         self.backward.flush()
         self.in_engine = False
         self._validate()
+
+    def _ready(self, t: torch.Tensor) -> None:
+        """Makes sure a placeholder the host reads has its value."""
+        if self.deviation is not None or not isinstance(t, Placeholder) or t._terra_real is not None:
+            return
+        self._catch_up()
         if self.deviation is not None:
             return
         ref = self.producers.get(self.key(t))
@@ -430,10 +435,9 @@ class CoExecutor(_Recorder):
 
     def materialize(self, t: torch.Tensor, kind: str, call: Any, site: Optional[Site] = None) -> Any:
         self._ready(t)
-        value = self._updated_value(t)
-        if isinstance(t, Placeholder) and t._terra_real is not None:
-            value = t._terra_real  # readers (numpy, repr, ...) get a plain tensor
+        value = t._terra_real if isinstance(t, Placeholder) else self._updated_value(t)
         if value is not None:
+            # Readers (numpy, repr, item, ...) get the plain current value.
             return super().materialize(t, kind, lambda _: call(value), site)
         return super().materialize(t, kind, call, site)
 
@@ -442,15 +446,12 @@ class CoExecutor(_Recorder):
         as Adam's `step`), its current value from the graph: the tensor
         itself still holds the value from before the iteration, because
         state is written only when the iteration commits."""
-        if self.deviation is not None or isinstance(t, Placeholder):
+        if self.deviation is not None:
             return None
         ref = self.producers.get(self.key(t))
         if ref is None or not isinstance(self.trace.events[ref.event], OpEvent):
             return None
-        self.backward.resolve()
-        self.backward.flush()
-        self.in_engine = False
-        self._validate()
+        self._catch_up()
         if self.deviation is not None or ref.event not in self.handles:
             return None
         value = self._fetch(ref)

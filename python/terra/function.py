@@ -516,8 +516,7 @@ _HOST_VIEW_OPS = frozenset({"aten._reshape_alias"})
 
 
 def _storage_ptr(t: torch.Tensor) -> int:
-    storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
-    return storage.data_ptr()
+    return tracing.storage_of(t).data_ptr()
 
 
 def _with_values(result: Any) -> Any:

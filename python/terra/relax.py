@@ -23,7 +23,7 @@ keeps making new paths (and the function eventually runs eagerly).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Iterable, Optional
 
 import torch
 
@@ -155,12 +155,6 @@ def rewrite(trace: Trace, name: str, operands: list[ValueRef], args: dict[str, A
         (add, [operands[0], 1], rest, results)])
 
 
-def is_engine_key(key: RelaxKey) -> bool:
-    return key[0] == ENGINE
-
-
 def describe(keys: Iterable[RelaxKey]) -> str:
     return ", ".join(sorted(f"{name}.{arg}" for _, name, arg in keys))
 
-
-RelaxFn = Callable[..., Optional[Rewrite]]

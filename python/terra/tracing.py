@@ -64,6 +64,11 @@ HOST_RNG_OPS = frozenset({
     "aten.exponential_", "aten.geometric_", "aten.log_normal_", "aten.cauchy_"})
 
 
+def storage_of(t: torch.Tensor) -> Any:
+    """The storage behind `t` (`untyped_storage` from torch 2.0 on)."""
+    return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+
+
 def _arg(func: Any, args: tuple, kwargs: dict, name: str, default: Any) -> Any:
     """The value of schema argument `name` in a call, or `default`."""
     for i, a in enumerate(func._schema.arguments):
@@ -170,8 +175,7 @@ class _Recorder(TorchDispatchMode):
         if isinstance(t, Placeholder):
             self.keepalive.append(t._terra_token)
             return
-        storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
-        self.keepalive.append(storage)
+        self.keepalive.append(storage_of(t))
 
     def _leaf_name(self, t: torch.Tensor) -> Optional[str]:
         return self.state_by_key.get(self.key(t))

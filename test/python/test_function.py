@@ -106,19 +106,21 @@ def mlp(d: int = 6, classes: int = 3) -> nn.Module:
     return nn.Sequential(nn.Linear(d, 16), nn.Tanh(), nn.Linear(16, classes))
 
 
-def sgd_program(read_item: bool = False, **sgd: Any) -> Callable[[], tuple]:
-    """`make` for the plain MLP step (forward, backward, SGD), returning the
-    loss tensor or, with `read_item`, its Python value."""
+def sgd_program(read_item: bool = False, loss: Callable = lambda model, x, y: F.cross_entropy(model(x), y),
+                model_fn: Callable[[], nn.Module] = lambda: mlp(), **sgd: Any) -> Callable[[], tuple]:
+    """`make` for a step that computes `loss(model, x, y)`, then backward and
+    SGD (the plain MLP classifier by default), returning the loss tensor or,
+    with `read_item`, its Python value."""
     def make() -> tuple:
-        model = mlp()
+        model = model_fn()
         opt = torch.optim.SGD(model.parameters(), **{"lr": 0.1, **sgd})
 
         def step(x, y):
-            loss = F.cross_entropy(model(x), y)
+            value = loss(model, x, y)
             opt.zero_grad()
-            loss.backward()
+            value.backward()
             opt.step()
-            return loss.item() if read_item else loss
+            return value.item() if read_item else value
         return step, model, opt
     return make
 
@@ -201,20 +203,11 @@ def test_indexing_with_indices_computed_in_numpy() -> None:
     # Faster R-CNN style: indices picked in NumPy from fetched scores select
     # rows (aten.index.Tensor, whose result shape the co-executor infers
     # itself: torch 1.13 has no meta kernel for it).
-    def make() -> tuple:
-        model = mlp()
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-
-        def step(x, y):
-            scores = model(x)
-            keep = torch.from_numpy(np.argsort(-scores.detach().numpy()[:, 0], kind="stable")[:4].copy())
-            loss = F.cross_entropy(scores[keep], y[keep])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-        return step, model, opt
-    stats = compare(make, batches(8), max_fallbacks=0)
+    def loss(model, x, y):
+        scores = model(x)
+        keep = torch.from_numpy(np.argsort(-scores.detach().numpy()[:, 0], kind="stable")[:4].copy())
+        return F.cross_entropy(scores[keep], y[keep])
+    stats = compare(sgd_program(loss=loss), batches(8), max_fallbacks=0)
     assert stats["coexec_iterations"] >= 4
 
 
@@ -222,20 +215,11 @@ def test_boolean_mask_indexing_with_data_dependent_size() -> None:
     # YOLOv3 / Faster R-CNN style: rows selected by a mask computed in the
     # graph. The result's size depends on the mask's values, so the host
     # reads the mask (a fetch point) and shapes the result; no fallbacks.
-    def make() -> tuple:
-        model = mlp()
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-
-        def step(x, y):
-            scores = model(x)
-            keep = scores[:, 0] > scores[:, 1]
-            loss = F.cross_entropy(scores[keep], y[keep]) if bool(keep.any()) else scores.sum() * 0
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-        return step, model, opt
-    stats = compare(make, batches(10), max_fallbacks=2)
+    def loss(model, x, y):
+        scores = model(x)
+        keep = scores[:, 0] > scores[:, 1]
+        return F.cross_entropy(scores[keep], y[keep]) if bool(keep.any()) else scores.sum() * 0
+    stats = compare(sgd_program(loss=loss), batches(10), max_fallbacks=2)
     assert stats["coexec_iterations"] >= 4
 
 
@@ -243,18 +227,11 @@ def test_dropout_and_random_noise_match_eager_bit_for_bit() -> None:
     # Random numbers are drawn on the host from PyTorch's generator in every
     # phase (tracing.HOST_RNG_OPS) and fed to the graph, so dropout masks and
     # noise are exactly eager's; compare() seeds both runs alike.
-    def make() -> tuple:
-        model = nn.Sequential(nn.Linear(6, 16), nn.Dropout(0.3), nn.Tanh(), nn.Linear(16, 3))
-        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-
-        def step(x, y):
-            noise = torch.rand(x.shape) * 0.1
-            loss = F.cross_entropy(model(x + noise), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-        return step, model, opt
+    def loss(model, x, y):
+        noise = torch.rand(x.shape) * 0.1
+        return F.cross_entropy(model(x + noise), y)
+    make = sgd_program(loss=loss, momentum=0.9, model_fn=lambda: nn.Sequential(
+        nn.Linear(6, 16), nn.Dropout(0.3), nn.Tanh(), nn.Linear(16, 3)))
     stats = compare(make, batches(8), max_fallbacks=0)
     assert stats["coexec_iterations"] >= 4
 

@@ -30,6 +30,13 @@ struct ConvGradMaps {
   llvm::SmallVector<mlir::utils::IteratorType, 8> iterators;
 };
 
+/// Both gradients: three parallel loops, three reductions, two parallel.
+inline llvm::SmallVector<mlir::utils::IteratorType, 8> convGradIterators() {
+  using It = mlir::utils::IteratorType;
+  return {It::parallel,  It::parallel,  It::parallel, It::reduction,
+          It::reduction, It::reduction, It::parallel, It::parallel};
+}
+
 /// grad_input: loops (n, g, c | f, i, j | h, w) over
 /// Z (N, G, Fg, Hz, Wz), weight (G, Fg, Cg, KH, KW) -> (N, G, Cg, H', W'):
 /// out[n,g,c,h,w] += Z[n,g,f,h+(KH-1-i)*dh, w+(KW-1-j)*dw] * w[g,f,c,i,j].
@@ -37,7 +44,6 @@ inline ConvGradMaps convGradInputMaps(mlir::MLIRContext *ctx,
                                       std::array<int64_t, 2> kernel,
                                       std::array<int64_t, 2> dilation) {
   auto d = [&](unsigned i) { return mlir::getAffineDimExpr(i, ctx); };
-  using It = mlir::utils::IteratorType;
   ConvGradMaps r;
   r.maps.push_back(mlir::AffineMap::get(
       8, 0,
@@ -48,8 +54,7 @@ inline ConvGradMaps convGradInputMaps(mlir::MLIRContext *ctx,
       mlir::AffineMap::get(8, 0, {d(1), d(3), d(2), d(4), d(5)}, ctx));
   r.maps.push_back(
       mlir::AffineMap::get(8, 0, {d(0), d(1), d(2), d(6), d(7)}, ctx));
-  r.iterators = {It::parallel,  It::parallel,  It::parallel, It::reduction,
-                 It::reduction, It::reduction, It::parallel, It::parallel};
+  r.iterators = convGradIterators();
   return r;
 }
 
@@ -61,7 +66,6 @@ inline ConvGradMaps convGradWeightMaps(mlir::MLIRContext *ctx,
                                        std::array<int64_t, 2> stride,
                                        std::array<int64_t, 2> dilation) {
   auto d = [&](unsigned i) { return mlir::getAffineDimExpr(i, ctx); };
-  using It = mlir::utils::IteratorType;
   ConvGradMaps r;
   r.maps.push_back(mlir::AffineMap::get(
       8, 0,
@@ -72,9 +76,7 @@ inline ConvGradMaps convGradWeightMaps(mlir::MLIRContext *ctx,
       mlir::AffineMap::get(8, 0, {d(3), d(0), d(1), d(4), d(5)}, ctx));
   r.maps.push_back(
       mlir::AffineMap::get(8, 0, {d(0), d(1), d(2), d(6), d(7)}, ctx));
-  r.iterators = {It::parallel,  It::parallel,  It::parallel,
-                 It::reduction, It::reduction, It::reduction,
-                 It::parallel,  It::parallel};
+  r.iterators = convGradIterators();
   return r;
 }
 
