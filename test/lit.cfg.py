@@ -18,3 +18,17 @@ llvm_config.with_environment("PATH", config.terra_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(["terra-opt", "terra-translate"],
                                    [config.terra_tools_dir])
+
+# GPU tests (test/lit/GPU, docs/gpu.md). `ptxas`: the CUDA toolkit's PTX
+# assembler is there to check the generated PTX; `terra-cuda-runtime`: the
+# CUDA runtime library was built (TERRA_ENABLE_CUDA).
+ptxas = os.path.join(config.terra_cuda_toolkit_dir or "/usr/local/cuda",
+                     "bin", "ptxas")
+if os.path.exists(ptxas):
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", ptxas))
+if config.terra_enable_cuda:
+    config.available_features.add("terra-cuda-runtime")
+    config.substitutions.append(("%terra_cuda_runtime_lib",
+                                 config.terra_cuda_runtime_lib))
+config.substitutions.append(("%terra_runtime_lib", config.terra_runtime_lib))

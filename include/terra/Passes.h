@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassOptions.h"
 
 #include "terra/Dialect/TerraDialect.h"
 
@@ -27,8 +28,47 @@ namespace terra {
 /// Adds the CPU pipeline from a lowered graph to the LLVM dialect:
 /// linalg fusion, one-shot bufferization, loops, deallocation and LLVM.
 void buildCPULoweringPipeline(mlir::OpPassManager &pm);
-/// Registers `terra-cpu-pipeline` (convert-to-linalg + lower-graph + the
-/// above) for terra-opt.
+
+/// Options of the GPU pipeline (`terra-gpu-pipeline{chip=... ...}`).
+struct GPUPipelineOptions
+    : public mlir::PassPipelineOptions<GPUPipelineOptions> {
+  Option<std::string> chip{*this, "chip",
+                           llvm::cl::desc("Target SM (sm_80, sm_90, ...)"),
+                           llvm::cl::init("sm_90")};
+  Option<std::string> features{
+      *this, "features",
+      llvm::cl::desc("NVPTX features, i.e. the PTX ISA version; +ptx80 "
+                     "(CUDA 12.0) covers sm_50 to sm_90, newer chips need "
+                     "a newer one"),
+      llvm::cl::init("+ptx80")};
+  Option<std::string> format{
+      *this, "format",
+      llvm::cl::desc("gpu-module-to-binary format: isa (PTX, JIT-compiled "
+                     "by the driver at load), bin (cubin) or fatbin; bin "
+                     "and fatbin need ptxas from `toolkit`"),
+      llvm::cl::init("isa")};
+  Option<std::string> toolkit{
+      *this, "toolkit",
+      llvm::cl::desc("CUDA toolkit root (libdevice, ptxas); empty uses the "
+                     "one found at configure time"),
+      llvm::cl::init("")};
+  Option<int64_t> blockSize{*this, "block-size",
+                            llvm::cl::desc("Threads per block of generated "
+                                           "kernels"),
+                            llvm::cl::init(256)};
+  Option<unsigned> optLevel{*this, "opt-level",
+                            llvm::cl::desc("NVPTX optimization level"),
+                            llvm::cl::init(3)};
+};
+
+/// Adds the GPU pipeline from a lowered graph (tensors, after
+/// terra-lower-graph) to the LLVM dialect with embedded GPU binaries:
+/// fusion, bufferization, cuBLAS calls, kernels, NVVM, host runtime calls.
+void buildGPULoweringPipeline(mlir::OpPassManager &pm,
+                              const GPUPipelineOptions &options);
+
+/// Registers `terra-cpu-pipeline` and `terra-gpu-pipeline`
+/// (convert-to-linalg + lower-graph + one of the above) for terra-opt.
 void registerTerraPipelines();
 
 } // namespace terra

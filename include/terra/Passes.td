@@ -108,10 +108,25 @@ def TerraLibraryCalls : Pass<"terra-library-calls", "mlir::ModuleOp"> {
     direct loop for products too small for a BLAS call to pay
     (docs/passes.md states the rule). Ops with other element types, maps or
     non-strided layouts stay linalg and become loops.
+
+    With `backend=cuda` (the GPU pipeline) the same matching emits calls of
+    the cuBLAS-backed entry points of lib/Runtime/Cuda (`terra_cuda_*`)
+    instead, for matrix products only: convolutions stay linalg and become
+    generated kernels until the cuDNN entry points exist. cuBLAS addresses
+    only matrices with a unit stride and a leading dimension, so every
+    operand whose type does not prove a contiguous row-major layout (a feed
+    arrives as a fully dynamic strided view) is first copied into a fresh
+    buffer with `linalg.copy`, which becomes a generated kernel; an output
+    without an identity layout keeps the op as generated code.
   }];
+  let options = [
+    Option<"backend", "backend", "std::string", "\"cpu\"",
+           "Library to call: `cpu` (OpenBLAS, lib/Runtime/Library.cpp) or "
+           "`cuda` (cuBLAS, lib/Runtime/Cuda)">,
+  ];
   let dependentDialects = [
     "mlir::func::FuncDialect", "mlir::memref::MemRefDialect",
-    "mlir::arith::ArithDialect"];
+    "mlir::arith::ArithDialect", "mlir::linalg::LinalgDialect"];
   let statistics = [
     Statistic<"numGemm", "gemm-calls", "Matrix products turned into BLAS calls">,
     Statistic<"numConv", "conv-calls", "Convolutions turned into library calls">,
@@ -184,6 +199,49 @@ def TerraSplitEmptyTensors : Pass<"terra-split-empty-tensors"> {
     every use needed its own buffer anyway.
   }];
   let dependentDialects = ["mlir::tensor::TensorDialect"];
+}
+
+def TerraLinalgToGPU : Pass<"terra-linalg-to-gpu", "mlir::func::FuncOp"> {
+  let summary = "Turn every bufferized linalg op into a gpu.launch";
+  let description = [{
+    The generated-code half of the GPU pipeline; runs after one-shot
+    bufferization and `terra-library-calls{backend=cuda}`. Each linalg op
+    on buffers (and each `memref.copy`, first rewritten to `linalg.copy`)
+    becomes its own kernel:
+
+    1. the op is lowered to an `scf.parallel` nest over its parallel
+       dimensions, with its reduction dimensions as sequential `scf.for`
+       inside (one thread per output element; a sum over a row is one
+       thread's loop). An op without parallel dimensions (a full reduction,
+       a 0-d fill) gets a one-iteration parallel loop, i.e. a single-thread
+       kernel, so no graph buffer is ever touched by host code;
+    2. the parallel dimensions are collapsed into one, so the innermost,
+       contiguous dimension varies fastest across threads (coalesced
+       accesses) and any shape fits in the grid's x dimension;
+    3. the loop is tiled by `block-size`: the tile loop maps to blocks
+       (`block_x`), the intra-tile loop to threads (`thread_x`), with a
+       bounds guard for the last block;
+    4. upstream's parallel-loop-to-gpu conversion turns it into a
+       `gpu.launch`. A loop that cannot be converted is an error with the
+       op's location, never a host loop over device memory.
+
+    Kernels are outlined later by `gpu-kernel-outlining`. Elementwise
+    fusion has already happened on tensors, so a fused pointwise chain is
+    one kernel.
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", "256",
+           "Threads per block (the tile size of the collapsed loop)">,
+  ];
+  let dependentDialects = [
+    "mlir::gpu::GPUDialect", "mlir::scf::SCFDialect",
+    "mlir::arith::ArithDialect", "mlir::affine::AffineDialect",
+    "mlir::memref::MemRefDialect", "mlir::linalg::LinalgDialect"];
+  let statistics = [
+    Statistic<"numKernels", "kernels", "Number of gpu.launch ops created">,
+    Statistic<"numSerial", "serial-kernels",
+              "Kernels of one thread (ops without parallel dimensions)">,
+  ];
 }
 
 #endif // TERRA_PASSES_TD

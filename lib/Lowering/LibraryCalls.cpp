@@ -13,6 +13,10 @@
 // overwritten (a zero `linalg.fill` right before the op was folded away) or
 // accumulated into, matching the linalg op's semantics.
 //
+// With `backend=cuda` the GPU pipeline gets the same rewrite for the matrix
+// products, calling the cuBLAS entry points of lib/Runtime/Cuda; operands
+// not provably contiguous are copied first (see the pass description).
+//
 //===----------------------------------------------------------------------===//
 #include "terra/Lowering/ConvolutionMaps.h"
 #include "terra/Passes.h"
@@ -150,16 +154,23 @@ class LibraryCallBuilder {
 public:
   explicit LibraryCallBuilder(ModuleOp module) : module(module), symbols(module) {}
 
+  /// Rewrites an operand before the call (after the zero fill was found).
+  using Prepare = function_ref<Value(RewriterBase &, Location, Value)>;
+
   /// Replaces `op` by a call of `name` on `memrefs` (cast to dynamic
-  /// strided types), then `extra` i64 scalars, then the overwrite flag (i64: an i1 argument has no
-  /// well-defined C ABI without zeroext).
+  /// strided types), then `extra` i64 scalars, then the overwrite flag (i64: an
+  /// i1 argument has no well-defined C ABI without zeroext). `prepare`, when
+  /// given, maps each operand other than `out` first.
   void replace(RewriterBase &rw, Operation *op, StringRef name,
-               ValueRange memrefs, ArrayRef<int64_t> extra, Value out) {
+               ValueRange memrefs, ArrayRef<int64_t> extra, Value out,
+               Prepare prepare = nullptr) {
     Location loc = op->getLoc();
     rw.setInsertionPoint(op);
     linalg::FillOp fill = zeroFillBefore(op, out);
     SmallVector<Value> args;
     for (Value v : memrefs) {
+      if (prepare && v != out)
+        v = prepare(rw, loc, v);
       MemRefType t = dynamicStridedType(v);
       args.push_back(t == v.getType() ? v
                                       : memref::CastOp::create(rw, loc, t, v));
@@ -194,9 +205,43 @@ private:
   SymbolTable symbols;
 };
 
+bool hasIdentityLayout(Value v) {
+  auto t = dyn_cast<MemRefType>(v.getType());
+  return t && t.getLayout().isIdentity();
+}
+
+/// `v` itself when its type proves a contiguous row-major layout, else a
+/// fresh identity-layout buffer holding a copy of it (cuBLAS needs a unit
+/// stride and a leading dimension; a dynamic strided view proves neither).
+Value contiguousCopy(RewriterBase &rw, Location loc, Value v) {
+  if (hasIdentityLayout(v))
+    return v;
+  auto t = cast<MemRefType>(v.getType());
+  SmallVector<Value> dynSizes;
+  for (int64_t d = 0; d < t.getRank(); ++d)
+    if (t.isDynamicDim(d))
+      dynSizes.push_back(memref::DimOp::create(rw, loc, v, d));
+  auto copyType =
+      MemRefType::get(t.getShape(), t.getElementType(),
+                      MemRefLayoutAttrInterface(), t.getMemorySpace());
+  Value copy = memref::AllocOp::create(rw, loc, copyType, dynSizes);
+  linalg::CopyOp::create(rw, loc, v, copy);
+  return copy;
+}
+
 struct TerraLibraryCallsPass
     : public terra::impl::TerraLibraryCallsBase<TerraLibraryCallsPass> {
+  using TerraLibraryCallsBase::TerraLibraryCallsBase;
+
   void runOnOperation() override {
+    if (backend == "cuda")
+      return runForCuda();
+    if (backend != "cpu") {
+      emitError(getOperation().getLoc())
+          << "terra-library-calls: unknown backend '" << backend
+          << "' (expected 'cpu' or 'cuda')";
+      return signalPassFailure();
+    }
     ModuleOp module = getOperation();
     LibraryCallBuilder builder(module);
     IRRewriter rw(module.getContext());
@@ -242,6 +287,34 @@ struct TerraLibraryCallsPass
                         op->getOperands(), extra, gen.getDpsInits()[0]);
         ++numConv;
       }
+    }
+  }
+
+  /// cuBLAS for the matrix products; convolutions stay generated code.
+  void runForCuda() {
+    ModuleOp module = getOperation();
+    LibraryCallBuilder builder(module);
+    IRRewriter rw(module.getContext());
+    SmallVector<linalg::LinalgOp> candidates;
+    module.walk([&](linalg::LinalgOp op) {
+      if (op.hasPureBufferSemantics() &&
+          isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op))
+        candidates.push_back(op);
+    });
+    for (linalg::LinalgOp op : candidates) {
+      std::string suffix;
+      Value out = op.getDpsInits()[0];
+      bool userMaps =
+          isa<linalg::MatmulOp>(op)
+              ? cast<linalg::MatmulOp>(op).hasUserDefinedMaps()
+              : cast<linalg::BatchMatmulOp>(op).hasUserDefinedMaps();
+      if (userMaps || !hasIdentityLayout(out) ||
+          !libraryOperands(op->getOperands(), suffix))
+        continue;
+      StringRef kind = isa<linalg::MatmulOp>(op) ? "matmul" : "batch_matmul";
+      builder.replace(rw, op, ("terra_cuda_" + kind + "_" + suffix).str(),
+                      op->getOperands(), {}, out, contiguousCopy);
+      ++numGemm;
     }
   }
 };

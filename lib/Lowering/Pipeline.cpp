@@ -6,9 +6,11 @@
 // based deallocation, and the standard conversions to LLVM. Buffers are
 // allocated through `_mlir_memref_to_llvm_alloc`/`free`, which the runtime
 // provides, so every buffer of a graph run is tracked and released even
-// when the run is cancelled.
+// when the run is cancelled. The GPU pipeline (GPU/GPUPipeline.cpp) shares
+// the tensor-level stages (PipelineStages.h); both are registered here.
 //
 //===----------------------------------------------------------------------===//
+#include "PipelineStages.h"
 #include "terra/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
@@ -22,15 +24,13 @@
 
 using namespace mlir;
 
-void terra::buildCPULoweringPipeline(OpPassManager &pm) {
+void terra::addFusionPasses(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createLinalgElementwiseOpFusionPass());
   pm.addPass(createCSEPass());
-  // exp/log/tanh/erf/... as polynomials that vectorize with the fused loop.
-  pm.addPass(createTerraApproximateMath());
-  // Float sums may be reassociated, so that their loops vectorize.
-  pm.addPass(createTerraReassociateReductions());
+}
 
+void terra::addBufferizationPasses(OpPassManager &pm) {
   // scf.index_switch -> scf.if: upstream bufferization misses the aliases
   // of index_switch results (see terra-switch-to-if).
   pm.addPass(createTerraSwitchToIf());
@@ -43,6 +43,15 @@ void terra::buildCPULoweringPipeline(OpPassManager &pm) {
   bufOpts.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufOpts));
+}
+
+void terra::buildCPULoweringPipeline(OpPassManager &pm) {
+  addFusionPasses(pm);
+  // exp/log/tanh/erf/... as polynomials that vectorize with the fused loop.
+  pm.addPass(createTerraApproximateMath());
+  // Float sums may be reassociated, so that their loops vectorize.
+  pm.addPass(createTerraReassociateReductions());
+  addBufferizationPasses(pm);
   // GEMMs and convolutions go to the runtime's BLAS-backed entry points.
   pm.addPass(createTerraLibraryCalls());
   pm.addPass(createConvertLinalgToLoopsPass());
@@ -71,5 +80,14 @@ void terra::registerTerraPipelines() {
         pm.addPass(createTerraConvertToLinalg());
         pm.addPass(createTerraLowerGraph());
         buildCPULoweringPipeline(pm);
+      });
+  PassPipelineRegistration<GPUPipelineOptions>(
+      "terra-gpu-pipeline",
+      "Lower terra.graph to the LLVM dialect with embedded NVVM kernels, "
+      "cuBLAS calls and mgpu* runtime calls (docs/gpu.md)",
+      [](OpPassManager &pm, const GPUPipelineOptions &options) {
+        pm.addPass(createTerraConvertToLinalg());
+        pm.addPass(createTerraLowerGraph());
+        buildGPULoweringPipeline(pm, options);
       });
 }

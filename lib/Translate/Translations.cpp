@@ -2,9 +2,13 @@
 #include "terra/Translate/Translations.h"
 
 #include "terra/Dialect/TerraDialect.h"
+#include "terra/Translate/GPUBinaryToPTX.h"
 #include "terra/Translate/ImportTrace.h"
 #include "terra/Translate/TerraToDot.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
 #include "llvm/Support/CommandLine.h"
@@ -53,4 +57,21 @@ void terra::registerTerraTranslations() {
         return exportTraceGraphsToDot(op, os, options);
       },
       registerTerra);
+
+  static llvm::cl::opt<std::string> ptxDir(
+      "gpu-ptx-dir",
+      llvm::cl::desc("--gpu-binary-to-ptx: write <dir>/<binary>.ptx files "
+                     "and print their paths"),
+      llvm::cl::init(""));
+  static TranslateFromMLIRRegistration gpuBinaryToPTX(
+      "gpu-binary-to-ptx",
+      "Print the PTX of the gpu.binary ops of a module lowered by "
+      "terra-gpu-pipeline (format=isa), e.g. for ptxas",
+      [](Operation *op, llvm::raw_ostream &os) {
+        return printGPUBinaryPTX(op, os, ptxDir);
+      },
+      [](DialectRegistry &registry) {
+        registry.insert<gpu::GPUDialect, LLVM::LLVMDialect,
+                        NVVM::NVVMDialect>();
+      });
 }

@@ -4,7 +4,8 @@
 
 namespace terra {
 /// Registers --import-trace and --terra-to-dot (with its option
-/// --terra-dot-data-flow); see docs/trace-format.md.
+/// --terra-dot-data-flow), see docs/trace-format.md, and
+/// --gpu-binary-to-ptx, see docs/gpu.md.
 void registerTerraTranslations();
 } // namespace terra
 

@@ -1,0 +1,49 @@
+//===- Cuda.h - The CUDA runtime of compiled graphs -------------*- C++ -*-===//
+//
+// lib/Runtime/Cuda: the entry points that graphs lowered by
+// terra-gpu-pipeline call (MLIR's `mgpu*` ABI, the cuBLAS-backed
+// `terra_cuda_*` library calls, managed buffer allocation), implemented on
+// the CUDA driver API and cuBLAS loaded with dlopen. The library loads and
+// links on machines without a GPU or driver; every entry point then reports
+// a clear error instead of crashing (docs/gpu.md).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TERRA_RUNTIME_CUDA_H
+#define TERRA_RUNTIME_CUDA_H
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace terra::cuda {
+
+/// True when the driver loads, initializes and has at least one device;
+/// otherwise false with the reason in `why` (no driver, no device, ...).
+/// Never throws or aborts.
+bool available(std::string *why = nullptr);
+
+/// The most recent error an entry point reported on this thread, cleared by
+/// the call ("" when there was none).
+std::string takeLastError();
+
+/// Called with every error message after it is recorded. The default
+/// handler prints "terra-cuda: <message>" to stderr. A graph runner
+/// installs one that fails the run.
+using ErrorHandler = void (*)(const char *message);
+void setErrorHandler(ErrorHandler handler);
+
+/// Buffers for compiled graphs: managed memory (cuMemAllocManaged), so the
+/// host side of a graph (feeds, fetches, host callbacks) reads and writes
+/// them directly. Returns null, with an error reported, without a device.
+void *allocManaged(size_t bytes);
+void freeManaged(void *ptr);
+
+/// Name and address of every entry point a graph lowered by
+/// terra-gpu-pipeline may call (mgpu*, _mlir_ciface_terra_cuda_*), for a JIT
+/// symbol map.
+std::vector<std::pair<const char *, void *>> entryPoints();
+
+} // namespace terra::cuda
+
+#endif // TERRA_RUNTIME_CUDA_H

@@ -1,0 +1,98 @@
+//===- GPUPipeline.cpp - The GPU (CUDA) lowering pipeline -----------------===//
+//
+// terra.graph (tensors, after terra-lower-graph) -> LLVM dialect whose GPU
+// code is embedded as `gpu.binary`:
+//
+//   tensors:  fusion, bufferization workarounds, one-shot bufferization
+//             (shared with the CPU pipeline, PipelineStages.h)
+//   buffers:  GEMMs -> cuBLAS (terra-library-calls{backend=cuda}),
+//             ownership-based deallocation,
+//             every other linalg op -> one gpu.launch (terra-linalg-to-gpu)
+//   kernels:  outlining, NVVM target (chip/features), gpu -> NVVM
+//   host:     memref/math/scf/func -> LLVM, gpu.launch_func -> mgpu* calls
+//   binary:   gpu-module-to-binary (PTX by default, cubin/fatbin with ptxas)
+//
+// Host buffers are allocated through `_mlir_memref_to_llvm_alloc` like on
+// the CPU; the GPU runtime backs them with managed memory (docs/gpu.md).
+//
+//===----------------------------------------------------------------------===//
+#include "../PipelineStages.h"
+#include "terra/Passes.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#ifndef TERRA_CUDA_TOOLKIT_DIR
+#define TERRA_CUDA_TOOLKIT_DIR ""
+#endif
+
+using namespace mlir;
+
+void terra::buildGPULoweringPipeline(OpPassManager &pm,
+                                     const GPUPipelineOptions &options) {
+  addFusionPasses(pm);
+  // No -terra-approximate-math / -terra-reassociate-reductions: they exist
+  // for the CPU vectorizer; on the GPU libdevice provides exp/log/tanh.
+  addBufferizationPasses(pm);
+
+  TerraLibraryCallsOptions libOpts;
+  libOpts.backend = "cuda";
+  pm.addPass(createTerraLibraryCalls(libOpts));
+  // Deallocation runs on linalg ops, before any gpu.launch exists.
+  bufferization::BufferDeallocationPipelineOptions deallocOpts;
+  bufferization::buildBufferDeallocationPipeline(pm, deallocOpts);
+
+  TerraLinalgToGPUOptions kernelOpts;
+  kernelOpts.blockSize = options.blockSize;
+  pm.addNestedPass<func::FuncOp>(createTerraLinalgToGPU(kernelOpts));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createGpuKernelOutliningPass());
+
+  std::string toolkit = options.toolkit.empty()
+                            ? std::string(TERRA_CUDA_TOOLKIT_DIR)
+                            : std::string(options.toolkit);
+  GpuNVVMAttachTargetOptions targetOpts;
+  targetOpts.chip = options.chip;
+  targetOpts.features = options.features;
+  targetOpts.optLevel = options.optLevel;
+  // libdevice (__nv_expf, ...) for the math the kernels call.
+  llvm::SmallString<256> libdevice(toolkit);
+  llvm::sys::path::append(libdevice, "nvvm", "libdevice", "libdevice.10.bc");
+  if (!toolkit.empty() && llvm::sys::fs::exists(libdevice))
+    targetOpts.linkLibs.push_back(std::string(libdevice));
+  pm.addPass(createGpuNVVMAttachTarget(targetOpts));
+
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+
+  // Device side.
+  pm.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
+  pm.addNestedPass<gpu::GPUModuleOp>(createCanonicalizerPass());
+  pm.addNestedPass<gpu::GPUModuleOp>(createCSEPass());
+  pm.addNestedPass<gpu::GPUModuleOp>(createReconcileUnrealizedCastsPass());
+
+  // Host side, as on the CPU, then launches as mgpu* calls.
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
+  FinalizeMemRefToLLVMConversionPassOptions memrefOpts;
+  memrefOpts.useGenericFunctions = true;
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefOpts));
+  pm.addPass(createGpuToLLVMConversionPass());
+  pm.addPass(createConvertToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+
+  GpuModuleToBinaryPassOptions binaryOpts;
+  binaryOpts.compilationTarget = options.format;
+  binaryOpts.toolkitPath = toolkit;
+  pm.addPass(createGpuModuleToBinaryPass(binaryOpts));
+}

@@ -1,0 +1,48 @@
+// The host side of a GPU graph links against what the project ships: every
+// external symbol of its object file is defined by the CUDA runtime
+// (lib/Runtime/Cuda: mgpu*, cuBLAS calls) or the graph runtime
+// (lib/Runtime: terra_rt_*, buffer allocation), except libc's `free`.
+// REQUIRES: terra-cuda-runtime
+// RUN: terra-opt %s -terra-gpu-pipeline | terra-translate --mlir-to-llvmir -o %t.ll
+// RUN: llc -O0 -filetype=obj -relocation-model=pic %t.ll -o %t.o
+// RUN: llvm-nm --undefined-only --format=just-symbols %t.o > %t.undefined
+// RUN: FileCheck %s --check-prefix=USES --input-file=%t.undefined
+// RUN: llvm-nm --defined-only --format=just-symbols %terra_cuda_runtime_lib %terra_runtime_lib > %t.defined
+// RUN: grep -v -x -F -f %t.defined %t.undefined > %t.missing
+// RUN: FileCheck %s --check-prefix=MISSING --input-file=%t.missing
+// The kernel image is loaded by a global constructor through the runtime:
+// RUN: FileCheck %s --check-prefix=IR --input-file=%t.ll
+
+// USES-DAG: _mlir_ciface_terra_cuda_matmul_f32
+// USES-DAG: _mlir_ciface_terra_rt_feed_f32
+// USES-DAG: _mlir_ciface_terra_rt_fetch_f32
+// USES-DAG: _mlir_memref_to_llvm_alloc
+// USES-DAG: _mlir_memref_to_llvm_free
+// USES-DAG: mgpuModuleLoadJIT
+// USES-DAG: mgpuModuleUnload
+// USES-DAG: mgpuModuleGetFunction
+// USES-DAG: mgpuLaunchKernel
+// USES-DAG: mgpuStreamCreate
+// USES-DAG: mgpuStreamSynchronize
+// USES-DAG: mgpuStreamDestroy
+
+// MISSING: {{^free$}}
+// MISSING-NOT: {{.}}
+
+// IR: @llvm.global_ctors = appending global {{.*}} @step_kernel_load
+// IR: define private void @terra_cuda_matmul_f32(
+// IR:   call void @_mlir_ciface_terra_cuda_matmul_f32(
+// IR: define void @step()
+// IR:   call void @mgpuLaunchKernel(
+// IR:   call void @terra_cuda_matmul_f32(
+// IR: define internal void @step_kernel_load()
+// IR:   call ptr @mgpuModuleLoadJIT(ptr @step_kernel_binary, i32 3)
+module {
+  terra.graph @step {
+    %x = terra.feed 1 : tensor<?x64xf32>
+    %w = terra.feed 2 : tensor<64x32xf32>
+    %y = terra.op "aten.mm"(%x, %w) : (tensor<?x64xf32>, tensor<64x32xf32>) -> tensor<?x32xf32>
+    %r = terra.op "aten.tanh"(%y) : (tensor<?x32xf32>) -> tensor<?x32xf32>
+    terra.fetch 0 %r : tensor<?x32xf32>
+  }
+}

@@ -1,0 +1,54 @@
+// Every kernel the GPU pipeline generates for a softmax, a reduction over
+// the outer dim, a full reduction and a linear layer (its matmul goes to
+// cuBLAS; its operand copies, bias add and relu are kernels) is valid PTX
+// for the CUDA 13 assembler, for sm_90 and sm_80.
+// REQUIRES: ptxas
+// RUN: rm -rf %t && mkdir -p %t
+// RUN: terra-opt %s -terra-gpu-pipeline -o %t/sm90.mlir
+// RUN: terra-translate --gpu-binary-to-ptx --gpu-ptx-dir=%t/sm90 %t/sm90.mlir | FileCheck %s --check-prefix=FILES
+// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel.ptx -o %t/k.cubin
+// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_0.ptx -o %t/k.cubin
+// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_1.ptx -o %t/k.cubin
+// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_2.ptx -o %t/k.cubin
+// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_3.ptx -o %t/k.cubin
+// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_4.ptx -o %t/k.cubin
+// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_5.ptx -o %t/k.cubin
+// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_6.ptx -o %t/k.cubin
+// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_7.ptx -o %t/k.cubin
+// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_8.ptx -o %t/k.cubin
+// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_9.ptx -o %t/k.cubin
+// RUN: terra-opt %s -terra-gpu-pipeline="chip=sm_80" -o %t/sm80.mlir
+// RUN: terra-translate --gpu-binary-to-ptx --gpu-ptx-dir=%t/sm80 %t/sm80.mlir
+// RUN: %ptxas -arch=sm_80 %t/sm80/step_kernel.ptx -o %t/k.cubin
+// RUN: %ptxas -arch=sm_80 %t/sm80/step_kernel_9.ptx -o %t/k.cubin
+// A PTX module for sm_90 is rejected for sm_80, so the checks above mean
+// something:
+// RUN: not %ptxas -arch=sm_80 %t/sm90/step_kernel.ptx -o %t/k.cubin
+// The whole-module listing, and cubin output through the toolkit's ptxas:
+// RUN: terra-translate --gpu-binary-to-ptx %t/sm90.mlir | FileCheck %s --check-prefix=PTX
+// RUN: terra-opt %s -terra-gpu-pipeline="format=bin" | FileCheck %s --check-prefix=BIN
+// RUN: terra-opt %s -terra-gpu-pipeline="format=bin" | not terra-translate --gpu-binary-to-ptx 2>&1 | FileCheck %s --check-prefix=NOPTX
+
+// FILES: sm90/step_kernel.ptx
+// FILES: sm90/step_kernel_9.ptx
+// FILES-NOT: step_kernel_10
+// PTX: // gpu.binary @step_kernel
+// PTX: .target sm_90
+// PTX: .visible .entry step_kernel(
+// BIN: gpu.binary @step_kernel  [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80"{{.*}} bin = "
+// NOPTX: holds a binary object, not PTX
+module {
+  terra.graph @step {
+    %x = terra.feed 1 : tensor<?x64xf32>
+    %m = terra.op "aten._softmax"(%x) args {dim = -1 : i64, half_to_float = false} : (tensor<?x64xf32>) -> tensor<?x64xf32>
+    %s = terra.op "aten.sum.dim_IntList"(%x) args {dim = [0]} : (tensor<?x64xf32>) -> tensor<64xf32>
+    %t = terra.op "aten.amax"(%x) args {dim = []} : (tensor<?x64xf32>) -> tensor<f32>
+    %w = terra.feed 2 : tensor<64x32xf32>
+    %b = terra.feed 3 : tensor<32xf32>
+    %y = terra.op "aten.addmm"(%b, %m, %w) : (tensor<32xf32>, tensor<?x64xf32>, tensor<64x32xf32>) -> tensor<?x32xf32>
+    %r = terra.op "aten.relu"(%y) : (tensor<?x32xf32>) -> tensor<?x32xf32>
+    terra.fetch 0 %r : tensor<?x32xf32>
+    terra.fetch 1 %s : tensor<64xf32>
+    terra.fetch 2 %t : tensor<f32>
+  }
+}

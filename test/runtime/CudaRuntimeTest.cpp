@@ -1,0 +1,355 @@
+//===- CudaRuntimeTest.cpp - The CUDA runtime with and without a GPU ------===//
+//
+// NoDriver: on a machine without a driver or device (CI), every entry point
+// fails with a clear message and a null handle, never a crash. Layout: the
+// cuBLAS entry points refuse descriptors cuBLAS cannot address, before
+// touching a device. Device: the same entry points on a real GPU (skipped,
+// with the reason, when there is none).
+//
+//===----------------------------------------------------------------------===//
+#include "terra/Runtime/Cuda.h"
+
+#include "mlir/ExecutionEngine/CRunnerUtils.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+extern "C" {
+void *mgpuModuleLoad(void *, size_t);
+void *mgpuModuleLoadJIT(void *, int);
+void mgpuModuleUnload(void *);
+void *mgpuModuleGetFunction(void *, const char *);
+void mgpuLaunchKernel(void *, intptr_t, intptr_t, intptr_t, intptr_t, intptr_t,
+                      intptr_t, int32_t, void *, void **, void **, size_t);
+void *mgpuStreamCreate();
+void mgpuStreamDestroy(void *);
+void mgpuStreamSynchronize(void *);
+void *mgpuEventCreate();
+void *mgpuMemAlloc(uint64_t, void *, bool);
+void mgpuMemFree(void *, void *);
+void mgpuMemset32(void *, unsigned int, size_t, void *);
+void _mlir_ciface_terra_cuda_matmul_f32(StridedMemRefType<float, 2> *,
+                                        StridedMemRefType<float, 2> *,
+                                        StridedMemRefType<float, 2> *, int64_t);
+void _mlir_ciface_terra_cuda_batch_matmul_f64(StridedMemRefType<double, 3> *,
+                                              StridedMemRefType<double, 3> *,
+                                              StridedMemRefType<double, 3> *,
+                                              int64_t);
+}
+
+namespace {
+
+/// A row-major matrix descriptor over `data`.
+StridedMemRefType<float, 2> matrix(float *data, int64_t rows, int64_t cols) {
+  StridedMemRefType<float, 2> m;
+  m.basePtr = m.data = data;
+  m.offset = 0;
+  m.sizes[0] = rows;
+  m.sizes[1] = cols;
+  m.strides[0] = cols;
+  m.strides[1] = 1;
+  return m;
+}
+
+bool contains(const std::string &s, const std::string &part) {
+  return s.find(part) != std::string::npos;
+}
+
+class NoDriver : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string why;
+    if (terra::cuda::available(&why))
+      GTEST_SKIP() << "a CUDA driver and device are present; the no-driver "
+                      "behaviour cannot be observed here";
+    terra::cuda::takeLastError();
+  }
+};
+
+TEST_F(NoDriver, AvailableSaysWhy) {
+  std::string why;
+  EXPECT_FALSE(terra::cuda::available(&why));
+  EXPECT_FALSE(why.empty());
+  // A repeated query gives the same answer (the load happens once).
+  std::string again;
+  EXPECT_FALSE(terra::cuda::available(&again));
+  EXPECT_EQ(why, again);
+}
+
+TEST_F(NoDriver, ModuleEntryPointsFailCleanly) {
+  const char ptx[] = ".version 8.0\n.target sm_80\n.address_size 64\n";
+  EXPECT_EQ(mgpuModuleLoadJIT(const_cast<char *>(ptx), 3), nullptr);
+  std::string e = terra::cuda::takeLastError();
+  EXPECT_TRUE(contains(e, "mgpuModuleLoadJIT: ")) << e;
+  std::string why;
+  terra::cuda::available(&why);
+  EXPECT_TRUE(contains(e, why)) << e;
+
+  EXPECT_EQ(mgpuModuleLoad(const_cast<char *>(ptx), sizeof(ptx)), nullptr);
+  EXPECT_TRUE(contains(terra::cuda::takeLastError(), "mgpuModuleLoad: "));
+
+  // What the generated host code does next with the null module.
+  EXPECT_EQ(mgpuModuleGetFunction(nullptr, "k"), nullptr);
+  EXPECT_TRUE(contains(terra::cuda::takeLastError(), "mgpuModuleGetFunction"));
+  void *stream = mgpuStreamCreate();
+  EXPECT_EQ(stream, nullptr);
+  EXPECT_TRUE(contains(terra::cuda::takeLastError(), "mgpuStreamCreate"));
+  mgpuLaunchKernel(nullptr, 1, 1, 1, 32, 1, 1, 0, stream, nullptr, nullptr, 0);
+  EXPECT_TRUE(contains(terra::cuda::takeLastError(), "mgpuLaunchKernel"));
+  mgpuStreamSynchronize(stream);
+  EXPECT_TRUE(contains(terra::cuda::takeLastError(), "mgpuStreamSynchronize"));
+  mgpuStreamDestroy(stream); // Null: nothing to do, nothing to report.
+  mgpuModuleUnload(nullptr);
+  EXPECT_EQ(terra::cuda::takeLastError(), "");
+  EXPECT_EQ(mgpuEventCreate(), nullptr);
+  EXPECT_TRUE(contains(terra::cuda::takeLastError(), "mgpuEventCreate"));
+}
+
+TEST_F(NoDriver, MemoryEntryPointsFailCleanly) {
+  EXPECT_EQ(mgpuMemAlloc(1024, nullptr, /*isHostShared=*/true), nullptr);
+  EXPECT_TRUE(contains(terra::cuda::takeLastError(), "mgpuMemAlloc"));
+  EXPECT_EQ(terra::cuda::allocManaged(64), nullptr);
+  EXPECT_TRUE(contains(terra::cuda::takeLastError(), "allocManaged"));
+  mgpuMemFree(nullptr, nullptr);
+  terra::cuda::freeManaged(nullptr);
+  EXPECT_EQ(terra::cuda::takeLastError(), "");
+}
+
+std::vector<std::string> handled;
+void recordError(const char *message) { handled.push_back(message); }
+
+TEST_F(NoDriver, ErrorHandlerSeesEveryError) {
+  handled.clear();
+  terra::cuda::setErrorHandler(recordError);
+  mgpuStreamCreate();
+  mgpuMemAlloc(16, nullptr, false);
+  terra::cuda::setErrorHandler(nullptr);
+  ASSERT_EQ(handled.size(), 2u);
+  EXPECT_TRUE(contains(handled[0], "mgpuStreamCreate"));
+  EXPECT_TRUE(contains(handled[1], "mgpuMemAlloc"));
+}
+
+TEST_F(NoDriver, CublasCallFailsCleanly) {
+  std::vector<float> a(4 * 8, 1.f), b(8 * 3, 1.f), c(4 * 3, 0.f);
+  auto ma = matrix(a.data(), 4, 8), mb = matrix(b.data(), 8, 3),
+       mc = matrix(c.data(), 4, 3);
+  _mlir_ciface_terra_cuda_matmul_f32(&ma, &mb, &mc, 1);
+  std::string e = terra::cuda::takeLastError();
+  EXPECT_TRUE(contains(e, "terra_cuda_matmul_f32: ")) << e;
+  EXPECT_EQ(c, std::vector<float>(4 * 3, 0.f)); // Untouched.
+}
+
+TEST(CudaLayout, RejectsOperandsCuBLASCannotAddress) {
+  terra::cuda::takeLastError();
+  std::vector<float> a(8 * 8, 1.f), b(8 * 8, 1.f), c(8 * 8, 0.f);
+  auto ma = matrix(a.data(), 8, 8), mb = matrix(b.data(), 8, 8),
+       mc = matrix(c.data(), 8, 8);
+  // A column stride of 2 (every other column): no leading dimension.
+  ma.strides[1] = 2;
+  ma.sizes[1] = 4;
+  mb.sizes[0] = 4;
+  _mlir_ciface_terra_cuda_matmul_f32(&ma, &mb, &mc, 1);
+  EXPECT_TRUE(contains(terra::cuda::takeLastError(), "not a row-major"));
+  // Rows closer than a row apart (a broadcast).
+  ma = matrix(a.data(), 8, 8);
+  ma.strides[0] = 0;
+  mb = matrix(b.data(), 8, 8);
+  _mlir_ciface_terra_cuda_matmul_f32(&ma, &mb, &mc, 1);
+  EXPECT_TRUE(contains(terra::cuda::takeLastError(), "not a row-major"));
+
+  StridedMemRefType<double, 3> x{};
+  StridedMemRefType<double, 3> y{};
+  StridedMemRefType<double, 3> z{};
+  std::vector<double> buf(64, 0.0);
+  for (auto *m : {&x, &y, &z}) {
+    m->basePtr = m->data = buf.data();
+    m->sizes[0] = 2, m->sizes[1] = 2, m->sizes[2] = 2;
+    m->strides[0] = 4, m->strides[1] = 2, m->strides[2] = 1;
+  }
+  y.sizes[0] = 3; // Batch sizes differ.
+  _mlir_ciface_terra_cuda_batch_matmul_f64(&x, &y, &z, 0);
+  EXPECT_TRUE(contains(terra::cuda::takeLastError(), "batch sizes differ"));
+}
+
+TEST(CudaEntryPoints, CoverWhatGpuToLLVMEmits) {
+  std::set<std::string> names;
+  for (auto [name, address] : terra::cuda::entryPoints()) {
+    EXPECT_NE(address, nullptr) << name;
+    names.insert(name);
+  }
+  for (const char *n : {"mgpuModuleLoad",
+                        "mgpuModuleLoadJIT",
+                        "mgpuModuleUnload",
+                        "mgpuModuleGetFunction",
+                        "mgpuLaunchKernel",
+                        "mgpuStreamCreate",
+                        "mgpuStreamDestroy",
+                        "mgpuStreamSynchronize",
+                        "mgpuStreamWaitEvent",
+                        "mgpuEventCreate",
+                        "mgpuEventDestroy",
+                        "mgpuEventSynchronize",
+                        "mgpuEventRecord",
+                        "mgpuMemAlloc",
+                        "mgpuMemFree",
+                        "mgpuMemcpy",
+                        "mgpuMemset32",
+                        "mgpuMemset16",
+                        "mgpuSetDefaultDevice",
+                        "_mlir_ciface_terra_cuda_matmul_f32",
+                        "_mlir_ciface_terra_cuda_matmul_f64",
+                        "_mlir_ciface_terra_cuda_batch_matmul_f32",
+                        "_mlir_ciface_terra_cuda_batch_matmul_f64"})
+    EXPECT_TRUE(names.count(n)) << n;
+}
+
+//===----------------------------------------------------------------------===//
+// On a GPU.
+//===----------------------------------------------------------------------===//
+
+class Device : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string why;
+    if (!terra::cuda::available(&why))
+      GTEST_SKIP() << "no usable CUDA device: " << why;
+    terra::cuda::takeLastError();
+  }
+  void TearDown() override { EXPECT_EQ(terra::cuda::takeLastError(), ""); }
+};
+
+/// x[i] += 1 for i < n (checked with ptxas -arch=sm_80).
+const char kAddOnePTX[] = R"(
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry add_one(.param .u64 p_x, .param .u32 p_n)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<6>;
+  .reg .f32 %f<3>;
+  .reg .b64 %rd<5>;
+  ld.param.u64 %rd1, [p_x];
+  ld.param.u32 %r1, [p_n];
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ntid.x;
+  mov.u32 %r4, %tid.x;
+  mad.lo.s32 %r5, %r2, %r3, %r4;
+  setp.ge.u32 %p1, %r5, %r1;
+  @%p1 bra DONE;
+  cvta.to.global.u64 %rd2, %rd1;
+  mul.wide.u32 %rd3, %r5, 4;
+  add.s64 %rd4, %rd2, %rd3;
+  ld.global.f32 %f1, [%rd4];
+  add.f32 %f2, %f1, 0f3F800000;
+  st.global.f32 [%rd4], %f2;
+DONE:
+  ret;
+}
+)";
+
+TEST_F(Device, LaunchesAKernelOnManagedMemory) {
+  void *module = mgpuModuleLoadJIT(const_cast<char *>(kAddOnePTX), 3);
+  ASSERT_NE(module, nullptr) << terra::cuda::takeLastError();
+  void *fn = mgpuModuleGetFunction(module, "add_one");
+  ASSERT_NE(fn, nullptr);
+  uint32_t n = 1000;
+  auto *x = static_cast<float *>(terra::cuda::allocManaged(n * sizeof(float)));
+  ASSERT_NE(x, nullptr);
+  for (uint32_t i = 0; i < n; ++i)
+    x[i] = float(i);
+  void *stream = mgpuStreamCreate();
+  void *params[] = {&x, &n};
+  mgpuLaunchKernel(fn, (n + 255) / 256, 1, 1, 256, 1, 1, 0, stream, params,
+                   nullptr, 2);
+  mgpuStreamSynchronize(stream);
+  mgpuStreamDestroy(stream);
+  for (uint32_t i = 0; i < n; ++i)
+    ASSERT_EQ(x[i], float(i) + 1.f) << i;
+  terra::cuda::freeManaged(x);
+  mgpuModuleUnload(module);
+}
+
+TEST_F(Device, MemsetOnDeviceMemory) {
+  auto *p = static_cast<uint32_t *>(mgpuMemAlloc(256 * 4, nullptr, true));
+  ASSERT_NE(p, nullptr);
+  mgpuMemset32(p, 0x3f800000u, 256, nullptr);
+  mgpuStreamSynchronize(nullptr);
+  for (int i = 0; i < 256; ++i)
+    ASSERT_EQ(p[i], 0x3f800000u);
+  mgpuMemFree(p, nullptr);
+}
+
+TEST_F(Device, CublasMatmulMatchesReference) {
+  const int64_t m = 37, k = 53, n = 29;
+  auto alloc = [](int64_t count) {
+    return static_cast<float *>(
+        terra::cuda::allocManaged(count * sizeof(float)));
+  };
+  float *a = alloc(m * k), *b = alloc(k * n), *c = alloc(m * n);
+  ASSERT_TRUE(a && b && c);
+  for (int64_t i = 0; i < m * k; ++i)
+    a[i] = float((i * 7) % 11) - 5.f;
+  for (int64_t i = 0; i < k * n; ++i)
+    b[i] = float((i * 5) % 13) - 6.f;
+  for (int64_t i = 0; i < m * n; ++i)
+    c[i] = 1.f;
+  auto ma = matrix(a, m, k), mb = matrix(b, k, n), mc = matrix(c, m, n);
+  _mlir_ciface_terra_cuda_matmul_f32(&ma, &mb, &mc, /*overwrite=*/0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float ref = 1.f;
+      for (int64_t l = 0; l < k; ++l)
+        ref += a[i * k + l] * b[l * n + j];
+      ASSERT_NEAR(c[i * n + j], ref, 1e-3f * (1.f + std::fabs(ref)))
+          << i << "," << j;
+    }
+  terra::cuda::freeManaged(a);
+  terra::cuda::freeManaged(b);
+  terra::cuda::freeManaged(c);
+}
+
+TEST_F(Device, CublasBatchMatmulMatchesReference) {
+  const int64_t batch = 3, m = 5, k = 7, n = 4;
+  auto alloc = [](int64_t count) {
+    return static_cast<double *>(
+        terra::cuda::allocManaged(count * sizeof(double)));
+  };
+  double *a = alloc(batch * m * k), *b = alloc(batch * k * n),
+         *c = alloc(batch * m * n);
+  ASSERT_TRUE(a && b && c);
+  for (int64_t i = 0; i < batch * m * k; ++i)
+    a[i] = double(i % 9) - 4.0;
+  for (int64_t i = 0; i < batch * k * n; ++i)
+    b[i] = double(i % 7) - 3.0;
+  auto desc = [](double *p, int64_t bt, int64_t r, int64_t cl) {
+    StridedMemRefType<double, 3> d;
+    d.basePtr = d.data = p;
+    d.offset = 0;
+    d.sizes[0] = bt, d.sizes[1] = r, d.sizes[2] = cl;
+    d.strides[0] = r * cl, d.strides[1] = cl, d.strides[2] = 1;
+    return d;
+  };
+  auto da = desc(a, batch, m, k), db = desc(b, batch, k, n),
+       dc = desc(c, batch, m, n);
+  _mlir_ciface_terra_cuda_batch_matmul_f64(&da, &db, &dc, /*overwrite=*/1);
+  for (int64_t t = 0; t < batch; ++t)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double ref = 0;
+        for (int64_t l = 0; l < k; ++l)
+          ref += a[t * m * k + i * k + l] * b[t * k * n + l * n + j];
+        ASSERT_DOUBLE_EQ(c[t * m * n + i * n + j], ref);
+      }
+  terra::cuda::freeManaged(a);
+  terra::cuda::freeManaged(b);
+  terra::cuda::freeManaged(c);
+}
+
+} // namespace
