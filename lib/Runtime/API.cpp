@@ -38,6 +38,19 @@ void failRun(RunState *run, const std::string &message) {
   run->error = message;
 }
 
+/// A graph wait for a host value failed: a cancellation, or the host had
+/// finished the iteration without sending it (graph and validator
+/// disagree; an error rather than a hang).
+void waitFailed(RunState *run, const char *what, int64_t id) {
+  if (!run->channels.isCancelled() && run->channels.hostFinished())
+    failRun(run, std::string("the graph waits for ") + what + " " +
+                     std::to_string(id) +
+                     ", which the host did not send before it finished the "
+                     "iteration");
+  else
+    run->status = RunState::Status::Cancelled;
+}
+
 /// Fills a malloc'ed descriptor for `t` (the caller frees it).
 void describe(const Tensor &t, UnrankedMemRef *out) {
   int64_t rank = t.sizes.size();
@@ -84,7 +97,7 @@ bool feedImpl(RunState *run, int64_t id, DType dtype, UnrankedMemRef *out,
               int64_t expectedRank) {
   Tensor t;
   if (!run->channels.receiveFeed(id, t)) {
-    run->status = RunState::Status::Cancelled;
+    waitFailed(run, "feed", id);
     return false;
   }
   if (!checkTensor(run, t, dtype, expectedRank, "feed", id))
@@ -108,10 +121,54 @@ bool stateImpl(RunState *run, int64_t id, DType dtype, UnrankedMemRef *out) {
   return true;
 }
 
+/// FNV-1a over the elements of `t` in row-major order (any strides).
+uint64_t hashElements(const Tensor &t) {
+  uint64_t h = 1469598103934665603ull;
+  size_t es = dtypeSize(t.dtype);
+  int64_t n = t.numel();
+  std::vector<int64_t> idx(t.sizes.size(), 0);
+  const auto *base = static_cast<const unsigned char *>(t.data);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t off = 0;
+    for (size_t d = 0; d < idx.size(); ++d)
+      off += idx[d] * t.strides[d];
+    for (size_t b = 0; b < es; ++b)
+      h = (h ^ base[off * es + b]) * 1099511628211ull;
+    for (size_t d = idx.size(); d-- > 0;) {
+      if (++idx[d] < t.sizes[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  return h;
+}
+
 void fetchImpl(RunState *run, int64_t id, DType dtype,
                const UnrankedMemRef *in) {
-  // The graph may reuse the buffer after this call: publish a copy.
-  run->channels.publishFetch(id, view(in, dtype).contiguousCopy());
+  auto *d = static_cast<const RankedDescriptor *>(in->descriptor);
+  Tensor t = view(in, dtype);
+  if (run->buffers.count(d->allocated)) {
+    // A buffer of this run: publish it without a copy. The graph never
+    // writes into a buffer after fetching it: every lowering writes into
+    // fresh destinations (tensor.empty / alloc), so one-shot bufferization
+    // only writes in place into buffers it allocated for the op itself
+    // (verifyFetches checks this). Its free below, or the end of the run,
+    // only drops the graph's reference, so the memory is neither freed nor
+    // reused while a fetched tensor holds it.
+    std::shared_ptr<void> &owner = run->published[d->allocated];
+    if (!owner)
+      owner = std::shared_ptr<void>(d->allocated, std::free);
+    t.owner = owner;
+    if (run->verifyFetches)
+      run->fetchChecks.push_back({id, t, hashElements(t)});
+    run->channels.publishFetch(id, std::move(t));
+    return;
+  }
+  // Memory the run does not own is copied: feeds and state are host memory
+  // the host may change in place later (committing state, in-place ops), a
+  // host op's result belongs to the host executor, and constants live in
+  // the JIT module, which may be gone before the fetched tensor.
+  run->channels.publishFetch(id, t.contiguousCopy());
 }
 
 bool hostCallImpl(RunState *run, int64_t id) {
@@ -154,6 +211,18 @@ bool hostResultImpl(RunState *run, int64_t index, DType dtype,
 
 namespace terra::rt::detail {
 RunState *&currentRun() { return current; }
+
+void verifyPublished(RunState &run, void *buffer) {
+  for (const RunState::FetchCheck &c : run.fetchChecks) {
+    void *owner = c.view.owner.get();
+    if (buffer ? owner != buffer : !run.published.count(owner))
+      continue;
+    if (hashElements(c.view) != c.hash && run.status != RunState::Status::Error)
+      failRun(&run, "fetch " + std::to_string(c.point) +
+                        ": the graph wrote into the fetched buffer after "
+                        "publishing it");
+  }
+}
 } // namespace terra::rt::detail
 
 extern "C" {
@@ -195,7 +264,7 @@ int64_t terra_rt_case(int64_t id, int64_t numCases) {
   uint32_t index = 0;
   bool ok = current->channels.receiveCase(id, index);
   if (!ok) {
-    current->status = RunState::Status::Cancelled;
+    waitFailed(current, "case select", id);
     unwind(current);
   }
   if (int64_t(index) >= numCases) {
@@ -209,7 +278,7 @@ int64_t terra_rt_case(int64_t id, int64_t numCases) {
 bool terra_rt_loop(int64_t id) {
   bool next = false;
   if (!current->channels.receiveLoop(id, next)) {
-    current->status = RunState::Status::Cancelled;
+    waitFailed(current, "loop condition", id);
     unwind(current);
   }
   return next;
@@ -250,8 +319,17 @@ void *_mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t size) {
 void _mlir_memref_to_llvm_free(void *p) {
   // Buffers the run did not allocate (host memory behind feeds and state)
   // are never freed by the graph.
-  if (current && current->buffers.erase(p))
+  if (!current || !current->buffers.erase(p))
+    return;
+  auto it = current->published.find(p);
+  if (it == current->published.end()) {
     std::free(p);
+    return;
+  }
+  // Published by a fetch: the fetched tensors keep it alive.
+  if (current->verifyFetches)
+    detail::verifyPublished(*current, p);
+  current->published.erase(it);
 }
 
 } // extern "C"

@@ -32,12 +32,11 @@ template <typename T>
 bool Channels::receive(std::map<int64_t, std::deque<T>> &queues, int64_t point,
                        T &out) {
   std::unique_lock<std::mutex> lock(mu);
-  auto ready = [&] {
-    if (cancelled)
-      return true;
+  auto queued = [&] {
     auto it = queues.find(point);
     return it != queues.end() && !it->second.empty();
   };
+  auto ready = [&] { return cancelled || hostDone || queued(); };
   if (!ready()) {
     Clock::time_point start = Clock::now();
     graphWaiting = true;
@@ -46,7 +45,7 @@ bool Channels::receive(std::map<int64_t, std::deque<T>> &queues, int64_t point,
     graphWaiting = false;
     graphStall += Clock::now() - start;
   }
-  if (cancelled)
+  if (cancelled || !queued())
     return false;
   std::deque<T> &q = queues[point];
   out = std::move(q.front());
@@ -112,6 +111,19 @@ void Channels::cancel() {
 bool Channels::isCancelled() const {
   std::lock_guard<std::mutex> lock(mu);
   return cancelled;
+}
+
+void Channels::finishHost() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    hostDone = true;
+  }
+  cv.notify_all();
+}
+
+bool Channels::hostFinished() const {
+  std::lock_guard<std::mutex> lock(mu);
+  return hostDone;
 }
 
 void Channels::close() {

@@ -24,9 +24,54 @@
 #include "llvm/Support/xxhash.h"
 
 #include <chrono>
+#include <cstring>
+
+// Built with ThreadSanitizer (the `tsan` preset): JIT-compiled graphs are
+// instrumented too, see instrumentForThreadSanitizer.
+#if defined(__SANITIZE_THREAD__)
+#define TERRA_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TERRA_TSAN 1
+#endif
+#endif
+#ifdef TERRA_TSAN
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Transforms/Instrumentation/ThreadSanitizer.h"
+#endif
 
 using namespace terra::rt;
 using namespace mlir;
+
+#ifdef TERRA_TSAN
+/// Instruments a graph's LLVM module for ThreadSanitizer. Without it TSan
+/// sees none of the graph's loads and stores, only those of the runtime
+/// around it: a race between the graph computing on a buffer and the host
+/// touching the same memory (a feed, a fetched buffer) would go unreported.
+/// The instrumented code calls __tsan_* from the process (libtsan), and the
+/// `setjmp`/`longjmp` used for cancellation are intercepted by TSan, which
+/// unwinds its shadow stack over the instrumented graph frames.
+static void instrumentForThreadSanitizer(llvm::Module &m) {
+  for (llvm::Function &f : m)
+    if (!f.isDeclaration())
+      f.addFnAttr(llvm::Attribute::SanitizeThread);
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb;
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm;
+  mpm.addPass(llvm::ModuleThreadSanitizerPass());
+  mpm.addPass(
+      llvm::createModuleToFunctionPassAdaptor(llvm::ThreadSanitizerPass()));
+  mpm.run(m, mam);
+}
+#endif
 
 struct CompiledGraph::ObjectJit {
   std::unique_ptr<llvm::orc::LLJIT> jit;
@@ -46,6 +91,16 @@ static llvm::orc::SymbolMap symbolMap(llvm::orc::MangleAndInterner &mangle) {
   for (auto [name, addr] : terra::rt::detail::runtimeSymbols())
     map[mangle(name)] = {llvm::orc::ExecutorAddr::fromPtr(addr),
                          llvm::JITSymbolFlags::Exported};
+#ifdef TERRA_TSAN
+  // LLVM's TSan pass calls __tsan_mem* for memory intrinsics; GCC's libtsan
+  // has no such entry points, but intercepts (and checks) the libc ones.
+  for (auto [name, addr] :
+       {std::pair<const char *, void *>{"__tsan_memcpy", (void *)&memcpy},
+        {"__tsan_memmove", (void *)&memmove},
+        {"__tsan_memset", (void *)&memset}})
+    map[mangle(name)] = {llvm::orc::ExecutorAddr::fromPtr(addr),
+                         llvm::JITSymbolFlags::Exported};
+#endif
   return map;
 }
 
@@ -90,6 +145,9 @@ std::unique_ptr<CompiledGraph> CompiledGraph::compile(ModuleOp module,
   }
   // Objects are compiled for the host CPU: it is part of the key.
   text += llvm::sys::getHostCPUName();
+#ifdef TERRA_TSAN
+  text += "+tsan"; // instrumented objects need libtsan
+#endif
   std::string key = llvm::utohexstr(llvm::xxh3_64bits(text)) + "-" + name;
   llvm::SmallString<256> objPath(cacheDir);
   if (!cacheDir.empty())
@@ -146,6 +204,14 @@ std::unique_ptr<CompiledGraph> CompiledGraph::compile(ModuleOp module,
     // measurable run-time gain, GEMMs and convolutions being library calls.
     std::function<llvm::Error(llvm::Module *)> optimize =
         makeOptimizingTransformer(2, 0, tm->get());
+#ifdef TERRA_TSAN
+    // Before optimizing: TSan's pass skips accesses wider than 16 bytes,
+    // i.e. the AVX loads and stores of vectorized loops.
+    optimize = [opt = std::move(optimize)](llvm::Module *m) -> llvm::Error {
+      instrumentForThreadSanitizer(*m);
+      return opt(m);
+    };
+#endif
     ExecutionEngineOptions options;
     options.transformer = optimize;
     options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
@@ -166,10 +232,16 @@ std::unique_ptr<CompiledGraph> CompiledGraph::compile(ModuleOp module,
     }
     g->entry = *fn;
     if (!cacheDir.empty()) {
+      // A unique temporary name: threads or processes compiling the same
+      // module at once must not write one file together; the rename makes
+      // the entry appear whole.
       llvm::sys::fs::create_directories(cacheDir);
-      std::string tmp = (objPath + ".tmp").str();
+      llvm::SmallString<256> tmp;
+      llvm::sys::fs::createUniquePath(objPath + ".%%%%%%%%.tmp", tmp,
+                                      /*MakeAbsolute=*/false);
       (*engine)->dumpToObjectFile(tmp);
-      llvm::sys::fs::rename(tmp, objPath);
+      if (llvm::sys::fs::rename(tmp, objPath))
+        llvm::sys::fs::remove(tmp);
     }
     g->engine = std::move(*engine);
   }

@@ -30,20 +30,33 @@ void CompiledGraph::invoke(RunState &run) const {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count() -
       run.channels.graphStallSeconds();
-  // Release every buffer the run still holds (all of them when it unwound).
+  // Release every buffer the run still holds (all of them when it unwound),
+  // except those published by a fetch: fetched tensors own them now.
+  if (run.verifyFetches)
+    detail::verifyPublished(run, nullptr);
   for (void *p : run.buffers)
-    std::free(p);
+    if (!run.published.count(p))
+      std::free(p);
   run.buffers.clear();
+  run.published.clear();
+  run.fetchChecks.clear();
   run.keepAlive.clear();
   run.hostArgs.clear();
   run.hostResults.clear();
-  if (!unwound)
-    run.status = RunState::Status::Ok;
-  else if (run.status == RunState::Status::Pending)
-    run.status = RunState::Status::Cancelled;
+  // An error (a failed check, a fetch verification) keeps its status.
+  if (run.status == RunState::Status::Pending)
+    run.status = unwound ? RunState::Status::Cancelled : RunState::Status::Ok;
   run.jump = nullptr;
   current = nullptr;
   run.channels.close();
+}
+
+bool RunState::defaultVerifyFetches() {
+  static const bool enabled = [] {
+    const char *v = std::getenv("TERRA_VERIFY_FETCHES");
+    return v && *v && std::string(v) != "0";
+  }();
+  return enabled;
 }
 
 GraphRunner::GraphRunner(const CompiledGraph &graph)

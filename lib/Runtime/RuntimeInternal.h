@@ -20,6 +20,10 @@ struct UnrankedMemRef {
 namespace detail {
 /// The run executing on this thread (null elsewhere).
 RunState *&currentRun();
+/// With RunState::verifyFetches: fails the run if a buffer published by a
+/// zero-copy fetch changed since it was published. Checks the fetches of
+/// `buffer`, or with null those of every buffer the graph still holds.
+void verifyPublished(RunState &run, void *buffer);
 /// Names and addresses of every entry point compiled graphs call.
 std::vector<std::pair<llvm::StringRef, void *>> runtimeSymbols();
 /// Adds the GEMM/convolution entry points of Library.cpp to `syms`.

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <thread>
 
 using namespace terra::rt;
@@ -99,6 +100,25 @@ TEST(Channels, WaitGraphIdleReturnsWhenTheGraphBlocks) {
   // A closed run never blocks the host.
   ch.close();
   ch.waitGraphIdle();
+}
+
+TEST(Channels, FinishedHostFailsWaitsForValuesItNeverSent) {
+  Channels ch;
+  ch.sendCase(4, 1);
+  std::thread graph([&] {
+    uint32_t index = 0;
+    EXPECT_TRUE(ch.receiveCase(4, index)); // sent before the end: delivered
+    EXPECT_EQ(index, 1u);
+    bool next;
+    EXPECT_FALSE(ch.receiveLoop(5, next)); // never sent: fails, no hang
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ch.finishHost();
+  graph.join();
+  EXPECT_TRUE(ch.hostFinished());
+  EXPECT_FALSE(ch.isCancelled());
+  Tensor t;
+  EXPECT_FALSE(ch.receiveFeed(6, t));
 }
 
 TEST(Channels, CancelWakesEveryWaiter) {
@@ -289,6 +309,22 @@ TEST_F(GraphTest, CancelWhileWaitingForALoopCondition) {
   EXPECT_TRUE(done->buffers.empty());
 }
 
+TEST_F(GraphTest, WaitForASignalTheFinishedHostNeverSentIsAnError) {
+  auto g = compile(kGraph);
+  GraphRunner runner(*g);
+  auto run = std::make_shared<RunState>();
+  run->channels.sendFeed(1, vecF32({1, 2, 3, 4}));
+  run->channels.sendCase(2, 0);
+  run->channels.sendLoop(3, true); // one iteration, then it would wait
+  runner.start(run);
+  run->channels.finishHost(); // ... for a condition that never comes
+  auto done = runner.wait();
+  EXPECT_EQ(done->status, RunState::Status::Error);
+  EXPECT_NE(done->error.find("loop condition 3"), std::string::npos)
+      << done->error;
+  EXPECT_TRUE(done->buffers.empty());
+}
+
 TEST_F(GraphTest, CancelDuringAHostCallback) {
   auto g = compile(kGraph);
   GraphRunner runner(*g);
@@ -363,6 +399,126 @@ module {
   EXPECT_EQ(done->status, RunState::Status::Error);
   EXPECT_EQ(done->error, "mismatched contraction dimensions");
   EXPECT_TRUE(done->buffers.empty());
+}
+
+//===----------------------------------------------------------------------===//
+// Zero-copy fetches
+//===----------------------------------------------------------------------===//
+
+// %n is fetched twice (points 0 and 2) and read again by the graph after
+// being fetched; %x, a feed, is fetched as is (point 3).
+const char *kFetchGraph = R"mlir(
+module {
+  terra.graph @g {
+    %x = terra.feed 1 : tensor<4xf32>
+    %n = terra.op "aten.neg"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+    terra.fetch 0 %n : tensor<4xf32>
+    terra.fetch 2 %n : tensor<4xf32>
+    terra.fetch 3 %x : tensor<4xf32>
+    %c = terra.case_select 4 cases 2
+    %e = terra.op "aten.exp"(%n) : (tensor<4xf32>) -> tensor<4xf32>
+    terra.fetch 1 %e : tensor<4xf32>
+  }
+}
+)mlir";
+
+TEST_F(GraphTest, FetchesOfGraphBuffersAreNotCopied) {
+  auto g = compile(kFetchGraph);
+  ASSERT_TRUE(g);
+  GraphRunner runner(*g);
+  auto run = std::make_shared<RunState>();
+  run->verifyFetches = true;
+  Tensor feed = vecF32({1, 2, 3, 4});
+  run->channels.sendFeed(1, feed);
+  runner.start(run);
+  Tensor a, b, fedBack;
+  ASSERT_TRUE(run->channels.waitFetch(0, 1, a));
+  ASSERT_TRUE(run->channels.waitFetch(2, 1, b));
+  ASSERT_TRUE(run->channels.waitFetch(3, 1, fedBack));
+  // One buffer, published twice: no copy was made, and the fetched tensors
+  // share the graph's ownership of it.
+  EXPECT_EQ(a.data, b.data);
+  ASSERT_TRUE(a.owner);
+  EXPECT_EQ(a.owner.get(), b.owner.get());
+  EXPECT_EQ(at(a, 2), -3);
+  // A feed is host memory: its fetch is a copy, never an alias.
+  EXPECT_NE(fedBack.data, feed.data);
+  EXPECT_EQ(at(fedBack, 3), 4);
+  run->channels.sendCase(4, 0);
+  auto done = runner.wait();
+  ASSERT_EQ(done->status, RunState::Status::Ok) << done->error;
+  Tensor e;
+  ASSERT_TRUE(done->channels.waitFetch(1, 1, e));
+  EXPECT_FLOAT_EQ(at(e, 0), std::exp(-1.0f));
+  EXPECT_TRUE(done->buffers.empty());
+  EXPECT_TRUE(done->published.empty());
+  // The run and everything else referring to it are gone; the fetched
+  // buffer is still valid and unchanged (ASan checks the reads).
+  done.reset();
+  run.reset();
+  EXPECT_EQ(a.data, b.data);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(at(a, i), -(i + 1.0f));
+  // Another run does not reuse the memory while a fetched tensor holds it.
+  auto run2 = std::make_shared<RunState>();
+  run2->channels.sendFeed(1, vecF32({5, 6, 7, 8}));
+  run2->channels.sendCase(4, 1);
+  runner.start(run2);
+  ASSERT_EQ(runner.wait()->status, RunState::Status::Ok);
+  Tensor again;
+  ASSERT_TRUE(run2->channels.waitFetch(0, 1, again));
+  EXPECT_NE(again.data, a.data);
+  EXPECT_EQ(at(again, 0), -5);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(at(a, i), -(i + 1.0f));
+}
+
+TEST_F(GraphTest, FetchedBufferOutlivesACancelledRun) {
+  auto g = compile(kFetchGraph);
+  GraphRunner runner(*g);
+  auto run = std::make_shared<RunState>();
+  run->channels.sendFeed(1, vecF32({1, 2, 3, 4}));
+  runner.start(run);
+  Tensor a;
+  ASSERT_TRUE(run->channels.waitFetch(0, 1, a));
+  runner.cancel(); // the graph waits for case select 4
+  auto done = runner.wait();
+  EXPECT_EQ(done->status, RunState::Status::Cancelled);
+  EXPECT_TRUE(done->buffers.empty());
+  done.reset();
+  run.reset();
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(at(a, i), -(i + 1.0f));
+}
+
+// The check behind zero-copy fetches: a graph that writes into a buffer
+// after fetching it (here an in-place tensor.insert into the dead %n, which
+// no lowering emits) is caught with TERRA_VERIFY_FETCHES / verifyFetches.
+TEST_F(GraphTest, VerifyFetchesCatchesAWriteAfterPublishing) {
+  const char *text = R"mlir(
+module {
+  terra.graph @g {
+    %x = terra.feed 1 : tensor<4xf32>
+    %n = terra.op "aten.neg"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+    terra.fetch 0 %n : tensor<4xf32>
+    %i = arith.constant 0 : index
+    %v = arith.constant 42.0 : f32
+    %m = tensor.insert %v into %n[%i] : tensor<4xf32>
+    terra.fetch 1 %m : tensor<4xf32>
+  }
+})mlir";
+  auto g = compile(text);
+  GraphRunner runner(*g);
+  auto run = std::make_shared<RunState>();
+  run->verifyFetches = true;
+  run->channels.sendFeed(1, vecF32({1, 2, 3, 4}));
+  runner.start(run);
+  auto done = runner.wait();
+  EXPECT_EQ(done->status, RunState::Status::Error);
+  EXPECT_NE(
+      done->error.find("fetch 0: the graph wrote into the fetched buffer"),
+      std::string::npos)
+      << done->error;
 }
 
 TEST_F(GraphTest, StressManyIterationsOnSeveralRunners) {

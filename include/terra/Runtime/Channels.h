@@ -40,6 +40,12 @@ public:
   /// loop condition) or has ended (serialized execution).
   void waitGraphIdle();
 
+  /// The host has sent everything it will send this iteration (it
+  /// validated the iteration's end): a graph wait for a value not sent by
+  /// then fails at once instead of blocking forever.
+  void finishHost();
+  bool hostFinished() const;
+
   /// Wakes every waiter on both sides; later waits fail at once.
   void cancel();
   bool isCancelled() const;
@@ -65,7 +71,7 @@ private:
   std::map<int64_t, std::deque<uint32_t>> cases;
   std::map<int64_t, std::deque<bool>> loops;
   std::map<int64_t, std::vector<Tensor>> fetches;
-  bool cancelled = false, closed = false;
+  bool cancelled = false, closed = false, hostDone = false;
   bool graphWaiting = false; ///< The graph is blocked in a receive.
   std::chrono::nanoseconds graphStall{0}, hostStall{0};
 };

@@ -4,7 +4,9 @@
 // A GraphRunner runs one iteration of it at a time on its own thread while
 // the host thread goes on; the two talk through the run's Channels. A
 // cancelled run unwinds at its next wait (feed, case select, loop
-// condition) and releases every buffer it allocated.
+// condition) and releases every buffer it allocated. Fetches of the graph's
+// own buffers are published without a copy: the fetched tensor shares
+// ownership of the buffer, which outlives the run as long as it is held.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TERRA_RUNTIME_GRAPHRUNNER_H
@@ -18,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -46,10 +49,31 @@ public:
   std::string error;
   double execSeconds = 0;
 
+  /// Checks that the graph never writes into a buffer it published without
+  /// a copy: each fetch's bytes are hashed when published and again when the
+  /// graph frees the buffer and when the run ends; a difference ends the run
+  /// with an error. Off unless TERRA_VERIFY_FETCHES=1 (it costs a pass over
+  /// every fetched buffer).
+  bool verifyFetches = defaultVerifyFetches();
+  static bool defaultVerifyFetches();
+
   // Used by the runtime entry points on the runner thread.
   std::vector<Tensor> keepAlive;
   std::vector<Tensor> hostArgs, hostResults;
+  /// Every live buffer the graph allocated (_mlir_memref_to_llvm_alloc).
   std::unordered_set<void *> buffers;
+  /// The graph's reference to each of its buffers that a fetch published
+  /// without a copy; fetched tensors share ownership. The graph's free (or
+  /// the end of the run) drops this reference only, so the memory lives,
+  /// and is not reused by the allocator, while the host holds a fetch.
+  std::unordered_map<void *, std::shared_ptr<void>> published;
+  /// With verifyFetches: (fetch point, view, hash) of each zero-copy fetch.
+  struct FetchCheck {
+    int64_t point;
+    Tensor view;
+    uint64_t hash;
+  };
+  std::vector<FetchCheck> fetchChecks;
   void *jump = nullptr; ///< The jmp_buf to unwind to.
   std::vector<std::string> assertMessages;
 };
