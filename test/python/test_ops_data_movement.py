@@ -167,6 +167,22 @@ def test_slice_dynamic(args):
     check_op("aten.slice.Tensor", [rand(9, 5)], args, dynamic=[0], **EXACT)
 
 
+@pytest.mark.parametrize("name,args", [
+    ("aten.split.Tensor", {"split_size": 3, "dim": 1}),   # 7 = 3 + 3 + 1
+    ("aten.split.Tensor", {"split_size": 2, "dim": -1}),  # 5 = 2 + 2 + 1
+    ("aten.split.Tensor", {"split_size": 4, "dim": 0}),   # one piece
+    ("aten.split_with_sizes", {"split_sizes": [2, 0, 5], "dim": 1}),
+])
+def test_split(name, args):
+    check_op(name, [rand(4, 7, 5)], args, **EXACT)
+
+
+def test_split_dynamic():
+    check_op("aten.split.Tensor", [rand(9, 5)], {"split_size": 2, "dim": 1}, dynamic=[0], **EXACT)
+    check_op("aten.split_with_sizes", [rand(4, 7)], {"split_sizes": [3, 4], "dim": 1}, dynamic=[0],
+             **EXACT)
+
+
 @pytest.mark.parametrize("shape,dim,index", [((4, 7, 5), 1, -1), ((4, 7, 5), 0, 2),
                                              ((4, 7, 5), -1, 0), ((6,), 0, 3)])
 def test_select(shape, dim, index):

@@ -629,6 +629,52 @@ LogicalResult lowerSlice(DLOp op, ValueRange o, PatternRewriter &rw) {
   return success();
 }
 
+/// aten.split.Tensor(self, split_size, dim) and
+/// aten.split_with_sizes(self, split_sizes, dim): one extract_slice per
+/// result along `dim` (split.Tensor's last piece takes what is left).
+LogicalResult lowerSplit(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 1 || op.getNumResults() == 0)
+    return failure();
+  Location loc = op.getLoc();
+  Value src = o[0];
+  int64_t rank = tensorType(src).getRank();
+  std::optional<int64_t> dim = normDim(getIntArg(op, "dim").value_or(0), rank);
+  if (!dim)
+    return failure();
+  unsigned n = op.getNumResults();
+  SmallVector<int64_t> pieces;
+  if (std::optional<SmallVector<int64_t>> sizes =
+          getIntListArg(op, "split_sizes")) {
+    pieces = *sizes;
+  } else {
+    std::optional<int64_t> size = getIntArg(op, "split_size");
+    if (!size || *size <= 0)
+      return failure();
+    pieces.assign(n, *size);
+  }
+  if (pieces.size() != n)
+    return failure();
+  SmallVector<OpFoldResult> sizes = getSizes(rw, loc, src);
+  OpFoldResult total = sizes[*dim];
+  SmallVector<Value> results;
+  int64_t offset = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    SmallVector<OpFoldResult> offs(rank, rw.getIndexAttr(0));
+    SmallVector<OpFoldResult> szs = sizes;
+    SmallVector<OpFoldResult> strides(rank, rw.getIndexAttr(1));
+    // The last piece of split.Tensor is what is left of the dim (smaller
+    // when the size does not divide it).
+    std::tie(offs[*dim], szs[*dim]) =
+        sliceBounds(rw, loc, total, offset, offset + pieces[i], 1);
+    Value r =
+        tensor::ExtractSliceOp::create(rw, loc, src, offs, szs, strides);
+    results.push_back(castTo(rw, loc, r, resultType(op, i)));
+    offset += pieces[i];
+  }
+  rw.replaceOp(op, results);
+  return success();
+}
+
 /// The (normalized, possibly run-time) position `index` on a dim of size n.
 OpFoldResult wrapIndex(OpBuilder &b, Location loc, OpFoldResult n,
                        int64_t index) {
@@ -1153,6 +1199,8 @@ void terra::populateDataMovementLowerings(LoweringRegistry &r) {
   r.add("aten.expand", rollBackOnFailure<lowerExpand>);
   r.add("aten.slice.Tensor", rollBackOnFailure<lowerSlice>);
   r.add("aten.select.int", rollBackOnFailure<lowerSelect>);
+  for (StringRef n : {"aten.split.Tensor", "aten.split_with_sizes"})
+    r.add(n, rollBackOnFailure<lowerSplit>);
   r.add("aten.slice_backward", rollBackOnFailure<lowerSliceBackward>);
   r.add("aten.select_backward", rollBackOnFailure<lowerSelectBackward>);
   r.add("aten.cat", rollBackOnFailure<lowerCat>);

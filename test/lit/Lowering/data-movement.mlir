@@ -130,6 +130,21 @@ terra.graph @slice_dynamic {
 
 // -----
 
+// The last piece of split.Tensor takes what is left of the dim.
+// CHECK-LABEL: terra.graph @split
+// CHECK:         tensor.extract_slice %{{.*}}[0, 0] [4, 3] [1, 1] : tensor<4x7xf32> to tensor<4x3xf32>
+// CHECK:         tensor.extract_slice %{{.*}}[0, 3] [4, 3] [1, 1] : tensor<4x7xf32> to tensor<4x3xf32>
+// CHECK:         tensor.extract_slice %{{.*}}[0, 6] [4, 1] [1, 1] : tensor<4x7xf32> to tensor<4x1xf32>
+terra.graph @split {
+  %a = terra.feed 1 : tensor<4x7xf32>
+  %r:3 = terra.op "aten.split.Tensor"(%a) args {split_size = 3 : i64, dim = 1 : i64} : (tensor<4x7xf32>) -> (tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x1xf32>)
+  terra.fetch 0 %r#0 : tensor<4x3xf32>
+  terra.fetch 1 %r#1 : tensor<4x3xf32>
+  terra.fetch 2 %r#2 : tensor<4x1xf32>
+}
+
+// -----
+
 // CHECK-LABEL: terra.graph @select
 // CHECK:         tensor.extract_slice %{{.*}}[0, 6] [4, 1] [1, 1] : tensor<4x7xf32> to tensor<4xf32>
 terra.graph @select {
