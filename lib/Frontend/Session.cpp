@@ -122,6 +122,8 @@ AddTraceResult Session::addTrace(const std::string &moduleText) {
     else if (auto state = dyn_cast<StateOp>(op))
       key = tg.internKey(TGKind::State, state.getNameAttr(), nullptr,
                          state.getLoc(), {});
+    else if (isa<LoopBeginOp>(op))
+      key = tg.internKey(TGKind::Loop, nullptr, nullptr, op.getLoc(), {});
     result.keys.push_back(key);
   }
   impl->traces.push_back(std::move(module));

@@ -102,8 +102,15 @@ public:
   void sendLoop(int64_t point, bool next) {
     state->channels.sendLoop(point, next);
   }
+  /// The host validated the iteration's end and sent every signal.
+  void finishHost() { state->channels.finishHost(); }
   /// The `instance`-th value of fetch point `point`, or None when the run
-  /// was cancelled or ended without publishing it.
+  /// was cancelled or ended without publishing it. No copy: the array views
+  /// the graph's buffer (the runtime copies only values aliasing host
+  /// memory or constants) and its capsule shares ownership of the buffer,
+  /// which stays valid after the run ends or is cancelled. The graph may
+  /// still read the buffer until its run ends: the host must not write into
+  /// a fetched array before then.
   py::object fetch(int64_t point, uint64_t instance) {
     Tensor t;
     bool ok;
@@ -244,6 +251,9 @@ public:
       return py::none();
     return py::make_tuple(h.node, h.result, h.instance);
   }
+  bool loopBegin(int64_t key) { return cursor.loopBegin(KeyId(key)); }
+  bool loopIter() { return cursor.loopIter(); }
+  bool loopEnd() { return cursor.loopEnd(); }
   bool finish() { return cursor.finish(); }
   /// The fetch point publishing result `result` of `node`, or -1.
   int64_t fetchId(uint32_t node, uint32_t result) const {
@@ -325,6 +335,9 @@ PYBIND11_MODULE(_terra_native, m) {
       .def("op", &PyCursor::op)
       .def("feed", &PyCursor::feed)
       .def("state", &PyCursor::state)
+      .def("loop_begin", &PyCursor::loopBegin)
+      .def("loop_iter", &PyCursor::loopIter)
+      .def("loop_end", &PyCursor::loopEnd)
       .def("finish", &PyCursor::finish)
       .def("fetch_id", &PyCursor::fetchId)
       .def("take_signals", &PyCursor::takeSignals);
@@ -353,6 +366,7 @@ PYBIND11_MODULE(_terra_native, m) {
       .def("feed", &Run::feed)
       .def("send_case", &Run::sendCase)
       .def("send_loop", &Run::sendLoop)
+      .def("finish_host", &Run::finishHost)
       .def("fetch", &Run::fetch)
       .def("wait_idle", &Run::waitIdle)
       .def("cancel", &Run::cancel)

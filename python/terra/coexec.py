@@ -33,8 +33,9 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from . import mlir_text
 from .placeholder import Placeholder, Token, real
+from .loops import restrict, transitions
 from .sites import Site
-from .trace import FeedEvent, FetchEvent, OpEvent, StateEvent, ValueRef
+from .trace import FeedEvent, FetchEvent, OpEvent, StateEvent, ValueRef, moves_loops
 from .tracing import ALIAS_OPS, _flat_tensors_deep, _Recorder
 
 
@@ -187,6 +188,7 @@ class CoExecutor(_Recorder):
         self.real_tokens: dict[tuple, Token] = {}
         self.deviation: Optional[tuple[str, Optional[Site]]] = None
         self.run_result: Optional[tuple] = None
+        self.loop_ctx: tuple = ()  # graph loops the validation is inside
         now = registry.tensors()
         states = [tensor_spec(compiled.state_value(name, now)) for name in compiled.state_names]
         self.run = compiled.graph.new_run(states, compiled.host_executor)
@@ -356,6 +358,8 @@ class CoExecutor(_Recorder):
                 ev = events[i]
                 if id(ev) in self.pending:
                     return
+                if self.compiled.dynamic_loops and moves_loops(ev):
+                    self._move_loops(restrict(ev.loops, self.compiled.dynamic_loops))
                 if isinstance(ev, OpEvent):
                     key = keys.get(op_key(ev))
                     if key is None:
@@ -389,6 +393,23 @@ class CoExecutor(_Recorder):
         except Deviation as d:
             ev = events[self.validated]
             self._deviate(str(d), getattr(ev, "site", None))
+
+    def _move_loops(self, to: tuple) -> None:
+        """Tells the cursor about the program loops entered, iterated and
+        left between the last validated event and the next (loops.py)."""
+        for kind, site in transitions(self.loop_ctx, to):
+            if kind == "begin":
+                key = self.compiled.keys.get(("loop", site))
+                ok = key is not None and self.cursor.loop_begin(key)
+            elif kind == "iter":
+                ok = self.cursor.loop_iter()
+            else:
+                ok = self.cursor.loop_end()
+            if not ok:
+                raise Deviation(f"the graph has no loop {kind} at {site.frames[0].file}:{site.frames[0].line}"
+                                if site is not None else f"the graph cannot {kind} a loop here")
+            self._signals()
+        self.loop_ctx = to
 
     # -- values ------------------------------------------------------------------
     def _fetch(self, ref: ValueRef) -> Optional[torch.Tensor]:
@@ -498,8 +519,18 @@ class CoExecutor(_Recorder):
             self._validate()
         if self.deviation is None and self.pending:
             self._deviate("backward ops without a site at the end of the iteration")
+        if self.deviation is None and self.loop_ctx:
+            try:
+                self._move_loops(())
+            except Deviation as d:
+                self._deviate(str(d))
         if self.deviation is None and not self.cursor.finish():
             self._deviate("the iteration ends where the graph does not")
+        if self.deviation is None:
+            # Ending the iteration can decide a case (an empty case taken
+            # at the end); after that the graph gets nothing more.
+            self._signals()
+            self.run.finish_host()
         values: dict[int, torch.Tensor] = {}
         if self.deviation is None:
             for k, f in enumerate(trace.fetches):

@@ -42,11 +42,11 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 from torch.utils._pytree import tree_map
 
-from . import native, relax, tracing
+from . import loops, native, relax, tracing
 from .coexec import CoExecutor, op_key, tensor_spec
 from .placeholder import Placeholder
 from .state import StateRegistry
-from .trace import FeedEvent, OpEvent, StateEvent, Trace, module_text
+from .trace import FeedEvent, OpEvent, StateEvent, Trace, module_text, moves_loops
 from .toolchain import build_dir
 
 
@@ -92,6 +92,7 @@ class Stats:
             "graph_exec_s": self.graph_exec_s,
             "graph_stall_s": self.graph_stall_s,
             "host_ops": list(fn.host_op_names),
+            "graph_loops": sorted(_site_text(site) for site in fn.dynamic_loops),
             "relaxed_scalars": sorted(f"{name}.{arg} at {_site_text(site)}" for site, name, arg in fn.relaxed),
             "eager_reason": fn.eager_reason,
             "steps": list(self.steps),
@@ -126,6 +127,13 @@ class TerraFunction:
         self.traces: list[Trace] = []
         # Scalar arguments fed instead of fixed (relax.py).
         self.relaxed: set = set()
+        # Program loops (loops.py): trip counts seen per loop, the loops
+        # that are graph loops (their trip count varied), and loops that
+        # stay unrolled because graph loops could not express them.
+        self.loop_trips: dict[Any, set[int]] = {}
+        self.dynamic_loops: set = set()
+        self.blocked_loops: set = set()
+        self._merge_failure = ""
         # Compiled state, used by CoExecutor.
         self.keys: dict[tuple, int] = {}
         self.host_calls: dict[tuple, Any] = {}
@@ -214,7 +222,9 @@ class TerraFunction:
         are dropped and tracing starts again. Returns True if it did."""
         if not self.traces:
             return False
-        new = relax.changed_scalars(self.traces[-1], trace) - self.relaxed
+        # Against every trace so far: an op on a branch the previous call did
+        # not take still has its earlier values.
+        new = set().union(*(relax.changed_scalars(t, trace) for t in self.traces)) - self.relaxed
         if not new:
             return False
         self.relaxed |= new
@@ -227,28 +237,78 @@ class TerraFunction:
         return True
 
     def _merge(self, trace: Trace) -> Optional[bool]:
+        """Merges `trace` into the TraceGraph; returns whether the graph
+        changed, or None after giving up (eager from now on)."""
+        for site, counts in loops.trip_counts(ev.loops for ev in trace.events if moves_loops(ev)).items():
+            self.loop_trips.setdefault(site, set()).update(counts)
+        dynamic = {site for site, counts in self.loop_trips.items()
+                   if len(counts) > 1 and site not in self.blocked_loops}
+        if dynamic != self.dynamic_loops:
+            # A loop's trip count varied: it becomes a loop of the graph
+            # (terra.loop_* markers) in every trace, so the TraceGraph is
+            # built again from all traces.
+            self._log(f"{len(dynamic)} program loop(s) with varying trip counts become graph loops")
+            self.dynamic_loops = dynamic
+            return self._rebuild(trace)
+        r = self._add(trace, len(self.traces))
+        if r is None:
+            return self._unroll_or_give_up(trace)
+        self.traces.append(trace)
+        return bool(r["changed"])
+
+    def _rebuild(self, trace: Trace) -> Optional[bool]:
+        """A new TraceGraph from all traces so far and `trace`."""
+        self.session = None
+        self.keys.clear()
+        for i, t in enumerate(self.traces + [trace]):
+            if self._add(t, i) is None:
+                return self._unroll_or_give_up(trace)
+        self.traces.append(trace)
+        return True
+
+    def _unroll_or_give_up(self, trace: Trace) -> Optional[bool]:
+        """A trace could not be merged: with graph loops, falls back to
+        unrolling them (the graph as without loop markers); without, runs
+        eagerly from now on."""
+        if not self.dynamic_loops:
+            self._go_eager(self._merge_failure)
+            return None
+        self._log(f"graph loops cannot express the traces ({self._merge_failure}); unrolling them")
+        self.blocked_loops |= self.dynamic_loops
+        self.dynamic_loops = set()
+        return self._rebuild(trace)
+
+    def _add(self, trace: Trace, index: int) -> Optional[dict]:
+        """Adds one trace to the session and learns its event keys; None
+        (with `_merge_failure` set) if it cannot be merged."""
         if self.session is None:
             self.session = native.load().Session()
-        text = module_text([trace], [f"iter{len(self.traces)}"])
+        text = module_text([trace], [f"iter{index}"], self.dynamic_loops)
         r = self.session.add_trace(text)
+        self._merge_failure = ""
         if r["error"]:
-            self._go_eager(f"merging the trace failed: {r['error']}")
+            self._merge_failure = f"merging the trace failed: {r['error']}"
+        elif not r["coverable"]:
+            self._merge_failure = "the step's data flow cannot be expressed as one graph"
+        if self._merge_failure:
             return None
-        if not r["coverable"]:
-            self._go_eager("the step's data flow cannot be expressed as one graph")
-            return None
-        self.traces.append(trace)
+        layout = trace.layout(self.dynamic_loops)
         keys = r["keys"]
-        assert len(keys) == len(trace.events), "trace events and ops out of step"
-        for ev, k in zip(trace.events, keys):
+        assert len(keys) == len(layout), "trace events and ops out of step"
+        for slot, k in zip(layout, keys):
             if k < 0:
                 continue
+            if isinstance(slot, tuple):
+                if slot[0] == "begin":
+                    self.keys[("loop", slot[1])] = k
+                continue
+            ev = trace.events[slot]
             self.keys[op_key(ev)] = k
             if isinstance(ev, OpEvent) and ev.call is not None:
                 self.host_calls[tuple(self.session.key_name_and_args(k))] = ev.call
             elif isinstance(ev, StateEvent):
                 self.state_types[ev.name] = ev.type
-        return bool(r["changed"])
+        return r
 
     def _compile(self, keep_stages: bool = False) -> None:
         self._log(f"compiling ({self.session.num_nodes} TraceGraph nodes)")
@@ -388,7 +448,7 @@ def _run_step(recorder: Any, fn: Callable, args: tuple, kwargs: dict) -> Any:
     tracing._ACTIVE = recorder
     tracing._install_hooks()
     try:
-        with recorder:
+        with recorder, recorder.loop_counter:
             result = fn(*args, **kwargs)
     except BaseException:
         if type(recorder) is tracing._Recorder:

@@ -80,12 +80,14 @@ def _own_frame(code: types.CodeType) -> bool:
     return own
 
 
-def capture(start: Optional[types.FrameType], stop: Optional[types.FrameType]) -> tuple[Site, bool]:
+def capture(start: Optional[types.FrameType], stop: Optional[types.FrameType],
+            raw: Optional[list] = None) -> tuple[Site, bool]:
     """The site of the frames from `start` outwards, up to and including the
     frame whose caller is `stop` (the step function's frame). Frames of this
     package are skipped. Returns (site, reached): `reached` is False when
     `stop` is not on the stack (the op ran on another thread, e.g. an
-    autograd device thread, or outside the step)."""
+    autograd device thread, or outside the step). `raw`, if given, gets
+    (frame object, Frame) pairs, innermost first (for loops.py)."""
     frames = []
     f = start
     while f is not None and f is not stop:
@@ -93,6 +95,8 @@ def capture(start: Optional[types.FrameType], stop: Optional[types.FrameType]) -
         if not _own_frame(code):
             name = getattr(code, "co_qualname", code.co_name)
             frames.append(Frame(code.co_filename, name, f.f_lineno or 0, max(f.f_lasti, 0)))
+            if raw is not None:
+                raw.append((f, frames[-1]))
         f = f.f_back
     return Site(tuple(frames)), f is stop
 

@@ -15,6 +15,7 @@ from typing import Any, Optional, Sequence, Union
 import torch
 
 from . import mlir_text
+from .loops import restrict, transitions
 from .sites import Site
 
 
@@ -53,6 +54,8 @@ class OpEvent:
     # (aten overload, call recipe): how to run the op again on the host when
     # the graph has no lowering for it; not part of the MLIR.
     call: Any = None
+    # The enclosing program loops (loops.LoopLevel, outermost first).
+    loops: tuple = ()
 
 
 @dataclass
@@ -86,6 +89,7 @@ class FeedEvent:
     type: TensorType
     site: Site
     source: Union[ArgSource, ConstSource]
+    loops: tuple = ()
 
 
 @dataclass
@@ -108,6 +112,7 @@ class FetchEvent:
     site: Site
     kind: str = "materialize"
     commit: Optional[str] = None
+    loops: tuple = ()
 
 
 Event = Union[OpEvent, FeedEvent, StateEvent, FetchEvent]
@@ -171,9 +176,38 @@ class Trace:
         return self.events[ref.event]
 
     # -- text --------------------------------------------------------------
-    def mlir(self, name: str, locations: Optional["LocationTable"] = None) -> str:
+    def layout(self, loops: Any = frozenset()) -> list[Any]:
+        """The trace's events in text order, with the markers of the program
+        loops in `loops` (sites) between them: event indices, and
+        ("begin", site) / ("iter", site) / ("end", site) for markers."""
+        out: list[Any] = []
+        ctx: tuple = ()
+        open_sites: list[Site] = []
+
+        def move(to: tuple) -> None:
+            nonlocal ctx
+            for kind, site in transitions(ctx, to):
+                if kind == "begin":
+                    open_sites.append(site)
+                    out.append(("begin", site))
+                elif kind == "iter":
+                    out.append(("iter", open_sites[-1]))
+                else:
+                    out.append(("end", open_sites.pop()))
+            ctx = to
+
+        for i, ev in enumerate(self.events):
+            if loops and moves_loops(ev):
+                move(restrict(ev.loops, loops))
+            out.append(i)
+        move(())
+        return out
+
+    def mlir(self, name: str, locations: Optional["LocationTable"] = None,
+             loops: Any = frozenset()) -> str:
         """The `terra.trace @name { ... }` op (locations inline unless a
-        table of aliases is given)."""
+        table of aliases is given), with markers for the program loops in
+        `loops`."""
         locs = locations or LocationTable(inline=True)
         names: dict[int, str] = {}
         lines = [f"  terra.trace @{name} {{"]
@@ -185,7 +219,12 @@ class Trace:
                 return f"{base}#{r.result}"
             return base
 
-        for i, ev in enumerate(self.events):
+        for i in self.layout(loops):
+            if isinstance(i, tuple):
+                kind, site = i
+                lines.append(f"    terra.loop_{kind} loc({locs.ref(site)})")
+                continue
+            ev = self.events[i]
             if isinstance(ev, OpEvent):
                 names[i] = f"%v{i}"
                 lhs = ""
@@ -218,6 +257,16 @@ class Trace:
         if isinstance(ev, OpEvent):
             return ev.results[r.result]
         return ev.type
+
+
+def moves_loops(ev: Any) -> bool:
+    """Whether an event sits in its own loop context in the text. State
+    reads are not positional, and a step argument is fed where the text
+    stands when it is first used: it is one value for the whole call, not
+    one per iteration of the loop that first reads it."""
+    if isinstance(ev, StateEvent):
+        return False
+    return not (isinstance(ev, FeedEvent) and isinstance(ev.source, ArgSource))
 
 
 class LocationTable:
@@ -257,10 +306,12 @@ class LocationTable:
         return self._frames[frame]
 
 
-def module_text(traces: Sequence[Trace], names: Optional[Sequence[str]] = None) -> str:
+def module_text(traces: Sequence[Trace], names: Optional[Sequence[str]] = None,
+                loops: Any = frozenset()) -> str:
     """A module holding one `terra.trace` per trace (`@iter0`, `@iter1`, ...),
-    ready for `terra-opt -terra-merge-traces`."""
+    ready for `terra-opt -terra-merge-traces`; the program loops in `loops`
+    (sites) are marked."""
     names = list(names) if names is not None else [f"iter{i}" for i in range(len(traces))]
     locs = LocationTable()
-    bodies = [t.mlir(n, locs) for t, n in zip(traces, names)]
+    bodies = [t.mlir(n, locs, loops) for t, n in zip(traces, names)]
     return "\n".join(locs.definitions + ["module {"] + bodies + ["}"]) + "\n"

@@ -32,6 +32,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import mlir_text, relax
+from .loops import LoopCounter
 from .sites import BackwardSites, Frame, Site, capture, is_engine_site
 from .placeholder import Placeholder
 from .state import StateRegistry
@@ -152,6 +153,10 @@ class _Recorder(TorchDispatchMode):
             self.problem(f"cannot identify the state or arguments: {exc!r}")
         self.backward = BackwardSites(self._leaf_name)
         self.backward.bind(self._set_site)
+        # Program loops: iteration counts while the step runs, and the loop
+        # context of the event being recorded (loops.py).
+        self.loop_counter = LoopCounter()
+        self.loop_context: tuple = ()
 
     # -- identity ----------------------------------------------------------
     @staticmethod
@@ -198,6 +203,8 @@ class _Recorder(TorchDispatchMode):
 
     # -- provenance ----------------------------------------------------------
     def _append(self, event: Any) -> int:
+        if not isinstance(event, StateEvent):
+            event.loops = self.loop_context
         self.trace.events.append(event)
         return len(self.trace.events) - 1
 
@@ -265,7 +272,9 @@ class _Recorder(TorchDispatchMode):
         name = op_name(func)
         try:
             self.backward.resolve()
-            site, reached = capture(sys._getframe(1), self.stop)
+            raw: list = []
+            site, reached = capture(sys._getframe(1), self.stop, raw)
+            self.loop_context = self.loop_counter.context(raw)
         except Exception as exc:  # never break the user's program
             self.problem(f"tracer error before {name}: {exc!r}")
             return func(*args, **kwargs)
@@ -435,7 +444,9 @@ class _Recorder(TorchDispatchMode):
         try:
             if site is None:
                 self.backward.resolve()
-                site, _ = capture(sys._getframe(2), self.stop)
+                raw: list = []
+                site, _ = capture(sys._getframe(2), self.stop, raw)
+                self.loop_context = self.loop_counter.context(raw)
             self.backward.flush()
             self.in_engine = False
             k = self.key(t)
@@ -469,6 +480,7 @@ class _Recorder(TorchDispatchMode):
         become fetches (kind "return"), so the graph publishes them."""
         self.backward.resolve()
         self.backward.flush()
+        self.loop_context = ()
         for i, t in enumerate(_flat_tensors_deep(result)):
             ref = self.producers.get(self.key(t))
             if ref is not None and isinstance(self.trace.events[ref.event], OpEvent):
@@ -480,6 +492,7 @@ class _Recorder(TorchDispatchMode):
         """Closes the trace: state written during the call becomes end fetches."""
         self.backward.resolve()
         self.backward.close()
+        self.loop_context = ()
         commit_site_of = lambda name: Site((Frame("<state>", name, 0, 0),))  # noqa: E731
         for slot in self.registry.slots():
             t = slot.get()
@@ -604,7 +617,7 @@ class StepTracer:
         _ACTIVE = recorder
         _install_hooks()
         try:
-            with recorder:
+            with recorder, recorder.loop_counter:
                 result = self.fn(*args, **kwargs)
         finally:
             _remove_hooks()

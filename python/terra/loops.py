@@ -1,0 +1,214 @@
+"""Program loops, found from the bytecode of the frames (spec 2.6, option 1).
+
+A loop of a code object is the bytecode range closed by a backward jump:
+`for` loops (their `FOR_ITER` and body), `while` loops, and loops inside
+comprehensions and generators (their own code objects). An op's *loop
+context* is, from the step function's frame inwards, every loop whose
+range holds the frame's current instruction (`f_lasti`). Each level is a
+`LoopLevel`:
+
+* `site`: the loop's identity, a Site whose innermost frame is the loop's
+  first instruction and whose outer frames are the calls that led to it
+  (the same loop reached through two call paths is two loops);
+* `activation`: which run of the loop (a frame can run a loop again only
+  when an enclosing loop iterates, or in a new call);
+* `iteration`: which iteration of that run.
+
+Iterations are counted exactly, not guessed from positions: while a step
+runs, `LoopCounter` (a `sys.settrace` hook limited to frames whose code
+has loops, and to line events) counts arrivals at each loop's first
+instruction; Python reports a line event on every backward jump, so each
+iteration has its own count. Iterations that issue no traced event get
+no marker at all.
+
+The tracer attaches the context to each positional event (ops, feeds,
+fetches); `transitions` turns consecutive contexts into the trace's loop
+markers (`terra.loop_begin`, `loop_iter`, `loop_end`). Which loops are
+marked is decided per function (see `TerraFunction`): only loops whose
+trip count varied between traces, so fixed-count loops (layers, the
+optimizer's loop over parameters) stay unrolled, as a graph compiler
+would specialize them anyway.
+"""
+from __future__ import annotations
+
+import dis
+import sys
+import types
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Optional
+
+from .sites import Frame, Site
+
+_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
+_RANGES: dict[types.CodeType, tuple[tuple[int, int], ...]] = {}
+_STARTS: dict[types.CodeType, frozenset[int]] = {}
+# The offset a new call of a code object starts at (its first RESUME from
+# Python 3.11 on); a generator resumed later stands further on.
+_ENTRY: dict[types.CodeType, int] = {}
+
+
+def loop_ranges(code: types.CodeType) -> tuple[tuple[int, int], ...]:
+    """The (first, last) instruction offsets of the loops of `code`, outer
+    loops before the loops they hold."""
+    found = _RANGES.get(code)
+    if found is None:
+        ends: dict[int, int] = {}
+        for ins in dis.get_instructions(code):
+            target = ins.argval
+            if ins.opcode in _JUMPS and isinstance(target, int) and target <= ins.offset:
+                ends[target] = max(ends.get(target, target), ins.offset)
+        found = _RANGES[code] = tuple(sorted(ends.items(), key=lambda r: (r[0], -r[1])))
+        _STARTS[code] = frozenset(ends)
+        _ENTRY[code] = next((ins.offset for ins in dis.get_instructions(code) if ins.opname == "RESUME"), 0)
+    return found
+
+
+def _line_of(code: types.CodeType, offset: int) -> int:
+    line = code.co_firstlineno
+    for start, number in dis.findlinestarts(code):
+        if start > offset:
+            break
+        if number is not None:
+            line = number
+    return line
+
+
+@dataclass(frozen=True)
+class LoopLevel:
+    """One enclosing loop of an event (see the module docstring)."""
+
+    site: Site
+    activation: int
+    iteration: int
+
+
+Context = tuple  # tuple[LoopLevel, ...], outermost first
+
+
+class LoopCounter:
+    """Counts loop iterations while a step runs (one thread).
+
+        counter = LoopCounter()
+        with counter:                 # installs the trace hook
+            step(...)
+        counter.context(frames)       # while the step runs
+    """
+
+    def __init__(self) -> None:
+        # Frames are identified by id() and never referenced: holding a
+        # frame keeps its locals alive, which changes what autograd does
+        # (AccumulateGrad steals a gradient only nobody else holds). An id
+        # reused by a later frame is told apart by its new activation,
+        # given when a call starts.
+        self.counts: dict[tuple[int, int], int] = {}
+        self.activations: dict[int, int] = {}
+        self._issued = 0
+        self._loop_sites: dict[tuple, Site] = {}
+        self._saved: Any = None
+        self.active = False
+
+    # -- the hook ------------------------------------------------------------
+    def __enter__(self) -> "LoopCounter":
+        self._saved = sys.gettrace()
+        # A debugger or coverage tool owns the hook: loops are then not
+        # counted (every loop is unrolled, as without loop markers).
+        self.active = self._saved is None
+        if self.active:
+            sys.settrace(self._call)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.active:
+            sys.settrace(self._saved)
+        self.active = False
+        self.counts.clear()
+        self.activations.clear()
+
+    def _call(self, frame: types.FrameType, event: str, arg: Any) -> Optional[Callable]:
+        code = frame.f_code
+        if event != "call" or not loop_ranges(code):
+            return None
+        if frame.f_lasti <= _ENTRY[code] or id(frame) not in self.activations:
+            self._activate(frame)
+        frame.f_trace_lines = True
+        return self._line
+
+    def _activate(self, frame: types.FrameType) -> int:
+        self._issued += 1
+        self.activations[id(frame)] = self._issued
+        return self._issued
+
+    def _line(self, frame: types.FrameType, event: str, arg: Any) -> Callable:
+        if event == "line":
+            lasti = frame.f_lasti
+            if lasti in _STARTS[frame.f_code]:
+                key = (self.activations.get(id(frame), 0), lasti)
+                self.counts[key] = self.counts.get(key, 0) + 1
+        return self._line
+
+    # -- contexts --------------------------------------------------------------
+    def context(self, frames: Iterable[tuple[types.FrameType, Frame]]) -> Context:
+        """The loop context of an event issued with `frames` (innermost
+        first, as `sites.capture` collects them) on the stack."""
+        if not self.active:
+            return ()
+        levels: list[LoopLevel] = []
+        outer: tuple[Frame, ...] = ()
+        for frame, info in reversed(list(frames)):
+            code = frame.f_code
+            for start, end in loop_ranges(code):
+                if start <= info.offset <= end:
+                    key = (code, start, outer)
+                    site = self._loop_sites.get(key)
+                    if site is None:
+                        head = Frame(info.file, info.function, _line_of(code, start), start)
+                        site = self._loop_sites[key] = Site((head,) + outer)
+                    act = self.activations.get(id(frame)) or self._activate(frame)
+                    levels.append(LoopLevel(site, act, self.counts.get((act, start), 0)))
+            outer = (info,) + outer
+        return tuple(levels)
+
+
+def transitions(before: Context, after: Context) -> list[tuple[str, Optional[Site]]]:
+    """The loop markers between an event in context `before` and the next
+    in `after`: ("end", None), ("iter", None) and ("begin", site)."""
+    out: list[tuple[str, Optional[Site]]] = []
+    i = 0
+    while i < len(before) and i < len(after):
+        b, a = before[i], after[i]
+        if b.site != a.site or b.activation != a.activation:
+            break
+        if b.iteration != a.iteration:
+            out += [("end", None)] * (len(before) - i - 1)
+            out.append(("iter", None))
+            for level in after[i + 1:]:
+                out += [("begin", level.site), ("iter", None)]
+            return out
+        i += 1
+    out += [("end", None)] * (len(before) - i)
+    for level in after[i:]:
+        out += [("begin", level.site), ("iter", None)]
+    return out
+
+
+def restrict(ctx: Context, loops: Any) -> Context:
+    """`ctx` with only the levels of the loops in `loops` (by site)."""
+    if not ctx or not loops:
+        return ()
+    return tuple(level for level in ctx if level.site in loops)
+
+
+def trip_counts(contexts: Iterable[Context]) -> dict[Site, set[int]]:
+    """For each loop, the trip counts of its runs (iterations that issued
+    an event) over a trace's event contexts."""
+    runs: dict[tuple[Site, tuple], set[int]] = {}
+    for ctx in contexts:
+        for depth, level in enumerate(ctx):
+            # A run is one activation inside one iteration of every
+            # enclosing loop.
+            run = (level.site, tuple((lv.activation, lv.iteration) for lv in ctx[:depth]) + (level.activation,))
+            runs.setdefault(run, set()).add(level.iteration)
+    out: dict[Site, set[int]] = {}
+    for (site, _), iterations in runs.items():
+        out.setdefault(site, set()).add(len(iterations))
+    return out
