@@ -25,7 +25,6 @@ fetched, and only then written into the user's tensors, all at once.
 """
 from __future__ import annotations
 
-import time
 from typing import Any, Optional
 
 import torch
@@ -34,8 +33,8 @@ from torch.utils._pytree import tree_flatten, tree_map
 from . import mlir_text
 from .placeholder import Placeholder, Token, real
 from .loops import restrict, transitions
-from .sites import Site
-from .trace import FeedEvent, FetchEvent, OpEvent, StateEvent, ValueRef, moves_loops
+from .sites import Site, user_line
+from .trace import FeedEvent, OpEvent, StateEvent, ValueRef, moves_loops
 from .tracing import ALIAS_OPS, _flat_tensors_deep, _Recorder
 
 
@@ -184,11 +183,14 @@ class CoExecutor(_Recorder):
         self.validated = 0
         self.pending: dict[int, int] = {}  # id(engine op record) -> event index
         self.feed_values: dict[int, torch.Tensor] = {}
-        self.log: list[tuple[Any, tuple, dict, Any]] = []
+        # (op, args, kwargs, placeholder results, site): the replay log.
+        self.log: list[tuple[Any, tuple, dict, Any, Optional[Site]]] = []
         self.real_tokens: dict[tuple, Token] = {}
         self.deviation: Optional[tuple[str, Optional[Site]]] = None
         self.run_result: Optional[tuple] = None
         self.loop_ctx: tuple = ()  # graph loops the validation is inside
+        # (exception, op, site) when replaying an op after a deviation raised.
+        self.graph_error: Optional[tuple] = None
         now = registry.tensors()
         states = [tensor_spec(compiled.state_value(name, now)) for name in compiled.state_names]
         self.run = compiled.graph.new_run(states, compiled.host_executor)
@@ -237,7 +239,7 @@ class CoExecutor(_Recorder):
         except MetaUnavailable as exc:
             self._deviate(f"cannot infer the result of {name} without running it: {exc}")
             return func(*args, **kwargs)
-        self.log.append((func, args, kwargs, out))
+        self.log.append((func, args, kwargs, out, self.current_site))
         return out
 
     def _run_host_rng(self, func: Any, name: str, args: tuple, kwargs: dict) -> Any:
@@ -260,7 +262,7 @@ class CoExecutor(_Recorder):
             target._terra_real = rargs[0]
             # A replay after a deviation must not draw again: it restores
             # the value drawn here.
-            self.log.append((_same, (rargs[0],), {}, target))
+            self.log.append((_same, (rargs[0],), {}, target, self.current_site))
             return target
         return out
 
@@ -499,8 +501,18 @@ class CoExecutor(_Recorder):
         if self.run_result is None:
             self.run_result = self.run.wait()
         with self.pause(), torch.no_grad():
-            for func, args, kwargs, out in self.log:
-                result = func(*real(args), **real(kwargs))
+            for func, args, kwargs, out, site in self.log:
+                try:
+                    result = func(*real(args), **real(kwargs))
+                except Exception as exc:
+                    # The op fails as it would have eagerly (the graph ran it
+                    # concurrently, so Python learns it here, at the next
+                    # synchronization point): same exception, with where.
+                    self.log.clear()
+                    self.graph_error = (exc, func, site)
+                    exc.add_note(f"terra: raised by {func} at {user_line(site)}; the step's Python code "
+                                 "ran ahead of the graph and learnt it at the next read of a value")
+                    raise
                 outs, _ = tree_flatten(out)
                 reals, _ = tree_flatten(result)
                 for o, r in zip(outs, reals):
@@ -572,7 +584,7 @@ class CoExecutor(_Recorder):
         each reads its fetch from this (finished) run, if the graph
         publishes it."""
         run, cursor = self.run, self.cursor
-        for func, args, kwargs, out in self.log:
+        for func, args, kwargs, out, _ in self.log:
             for o in tree_flatten(out)[0]:
                 if isinstance(o, Placeholder) and o._terra_real is None and o._terra_resolve is None:
                     ref = self.producers.get(self.key(o))

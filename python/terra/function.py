@@ -45,8 +45,9 @@ from torch.utils._pytree import tree_map
 from . import loops, native, relax, tracing
 from .coexec import CoExecutor, op_key, tensor_spec
 from .placeholder import Placeholder
+from .sites import user_line as _site_text
 from .state import StateRegistry
-from .trace import FeedEvent, OpEvent, StateEvent, Trace, module_text, moves_loops
+from .trace import OpEvent, StateEvent, Trace, module_text, moves_loops
 from .toolchain import build_dir
 
 
@@ -416,7 +417,17 @@ class TerraFunction:
             exc = sys.exc_info()[1]
             self.stats.fallbacks.append(Fallback(it, f"the step raised {type(exc).__name__}", "<step>"))
             raise
-        trace = ex.end(result)
+        try:
+            trace = ex.end(result)
+        except Exception as exc:
+            # An op the graph ran failed (e.g. an index out of range): its
+            # replay raised the eager error; state was not committed.
+            ex.backward.close()
+            _normalize_state(self.registry)
+            self.stats.coexec_iterations += 1
+            self.stats.fallbacks.append(Fallback(it, f"the graph raised {type(exc).__name__}",
+                                                 _site_text(ex.graph_error[2] if ex.graph_error else None)))
+            raise
         wall = time.perf_counter() - start
         status = ex.run_result or ("cancelled", "", 0.0, 0.0, 0.0)
         _, _, g_exec, g_stall, h_stall = status
@@ -471,14 +482,6 @@ def _normalize_state(registry: StateRegistry) -> None:
             slot.set(t.terra_real)
 
 
-def _site_text(site: Any) -> str:
-    if site is None or not getattr(site, "frames", None):
-        return "<unknown>"
-    for f in site.frames:
-        if not f.file.startswith("<"):
-            return f"{f.file}:{f.line}"
-    f = site.frames[0]
-    return f"{f.file}:{f.function}"
 
 
 # -- finding the persistent state ------------------------------------------------------

@@ -226,3 +226,20 @@ class BackwardSites:
         self._counts.clear()
         self._recent.clear()
 
+
+def user_line(site: Any) -> str:
+    """`file:line` of the user's innermost frame in `site` (frames inside
+    torch itself, e.g. nn.functional, are skipped when a user frame exists)."""
+    if site is None or not getattr(site, "frames", None):
+        return "<unknown>"
+    files = [f for f in site.frames if not f.file.startswith("<")]
+    for f in files:
+        if _TORCH_DIR not in os.path.abspath(f.file):
+            return f"{f.file}:{f.line}"
+    if files:
+        return f"{files[0].file}:{files[0].line}"
+    f = site.frames[0]
+    return f"{f.file}:{f.function}"
+
+
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep

@@ -157,6 +157,7 @@ class _Recorder(TorchDispatchMode):
         # context of the event being recorded (loops.py).
         self.loop_counter = LoopCounter()
         self.loop_context: tuple = ()
+        self.current_site: Optional[Site] = None  # of the op being recorded
 
     # -- identity ----------------------------------------------------------
     @staticmethod
@@ -280,6 +281,7 @@ class _Recorder(TorchDispatchMode):
             return func(*args, **kwargs)
         if site.frames and site.frames[0].file.replace("\\", "/").endswith("torch/autograd/profiler.py"):
             return func(*args, **kwargs)  # record_function bookkeeping
+        self.current_site = site
         engine = is_engine_site(site, reached)
         if engine and not self.in_engine:
             self.backward.backward_started()

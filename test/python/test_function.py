@@ -433,6 +433,39 @@ def test_varying_length_loop() -> None:
     assert stats["tracing_iterations"] == 3
 
 
+def test_error_inside_the_graph_reaches_python_as_eager_raises_it() -> None:
+    def make() -> tuple:
+        model = nn.Embedding(10, 4)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(idx):
+            loss = model(idx).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    good, bad = torch.tensor([1, 2, 3]), torch.tensor([1, 12, 3])
+    # compare() checks the same exception (type and message) at the same
+    # step and the state after it (nothing committed, as eager).
+    stats = compare(make, [(good,)] * 5 + [(bad,)] + [(good,)] * 3, max_fallbacks=1)
+    assert stats["fallback_log"][0]["reason"] == "the graph raised IndexError"
+    assert stats["fallback_log"][0]["site"].endswith("test_function.py:" + str(_line_of_lookup()))
+    # The exception says which op failed and on which line of the program.
+    fn = terra.function(make()[0])
+    for _ in range(4):
+        fn(good)
+    with pytest.raises(IndexError) as info:
+        fn(bad)
+    assert any("aten.embedding" in n and "test_function.py" in n for n in info.value.__notes__)
+
+
+def _line_of_lookup() -> int:
+    import inspect
+    src, first = inspect.getsourcelines(test_error_inside_the_graph_reaches_python_as_eager_raises_it)
+    return first + next(i for i, line in enumerate(src) if "model(idx)" in line)
+
+
 def test_state_is_usable_between_iterations(tmp_path: Any) -> None:
     """state_dict / torch.save, p.grad and param_groups work after every
     committed iteration."""
