@@ -100,39 +100,29 @@ void Channels::waitGraphIdle() {
   hostStall += Clock::now() - start;
 }
 
-void Channels::cancel() {
+void Channels::raise(bool &flag) {
   {
     std::lock_guard<std::mutex> lock(mu);
-    cancelled = true;
+    flag = true;
   }
   cv.notify_all();
 }
+
+void Channels::cancel() { raise(cancelled); }
 
 bool Channels::isCancelled() const {
   std::lock_guard<std::mutex> lock(mu);
   return cancelled;
 }
 
-void Channels::finishHost() {
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    hostDone = true;
-  }
-  cv.notify_all();
-}
+void Channels::finishHost() { raise(hostDone); }
 
 bool Channels::hostFinished() const {
   std::lock_guard<std::mutex> lock(mu);
   return hostDone;
 }
 
-void Channels::close() {
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    closed = true;
-  }
-  cv.notify_all();
-}
+void Channels::close() { raise(closed); }
 
 double Channels::graphStallSeconds() const {
   std::lock_guard<std::mutex> lock(mu);

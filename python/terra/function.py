@@ -45,7 +45,7 @@ from torch.utils._pytree import tree_map
 from . import loops, native, relax, tracing
 from .coexec import CoExecutor, op_key, tensor_spec
 from .placeholder import Placeholder
-from .sites import user_line as _site_text
+from .sites import user_line
 from .state import StateRegistry
 from .trace import OpEvent, StateEvent, Trace, module_text, moves_loops
 from .toolchain import build_dir
@@ -53,6 +53,10 @@ from .toolchain import build_dir
 
 def _log_enabled() -> bool:
     return os.environ.get("TERRA_LOG", "") not in ("", "0")
+
+
+class _MergeFailure(Exception):
+    """A trace the TraceGraph cannot take (the message says why)."""
 
 
 @dataclass
@@ -93,8 +97,8 @@ class Stats:
             "graph_exec_s": self.graph_exec_s,
             "graph_stall_s": self.graph_stall_s,
             "host_ops": list(fn.host_op_names),
-            "graph_loops": sorted(_site_text(site) for site in fn.dynamic_loops),
-            "relaxed_scalars": sorted(f"{name}.{arg} at {_site_text(site)}" for site, name, arg in fn.relaxed),
+            "graph_loops": sorted(user_line(site) for site in fn.dynamic_loops),
+            "relaxed_scalars": sorted(f"{name}.{arg} at {user_line(site)}" for site, name, arg in fn.relaxed),
             "eager_reason": fn.eager_reason,
             "steps": list(self.steps),
         }
@@ -134,7 +138,6 @@ class TerraFunction:
         self.loop_trips: dict[Any, set[int]] = {}
         self.dynamic_loops: set = set()
         self.blocked_loops: set = set()
-        self._merge_failure = ""
         # Compiled state, used by CoExecutor.
         self.keys: dict[tuple, int] = {}
         self.host_calls: dict[tuple, Any] = {}
@@ -251,9 +254,10 @@ class TerraFunction:
             self._log(f"{len(dynamic)} program loop(s) with varying trip counts become graph loops")
             self.dynamic_loops = dynamic
             return self._rebuild(trace)
-        r = self._add(trace, len(self.traces))
-        if r is None:
-            return self._unroll_or_give_up(trace)
+        try:
+            r = self._add(trace, len(self.traces))
+        except _MergeFailure as failure:
+            return self._unroll_or_give_up(trace, str(failure))
         self.traces.append(trace)
         return bool(r["changed"])
 
@@ -261,38 +265,37 @@ class TerraFunction:
         """A new TraceGraph from all traces so far and `trace`."""
         self.session = None
         self.keys.clear()
-        for i, t in enumerate(self.traces + [trace]):
-            if self._add(t, i) is None:
-                return self._unroll_or_give_up(trace)
+        try:
+            for i, t in enumerate(self.traces + [trace]):
+                self._add(t, i)
+        except _MergeFailure as failure:
+            return self._unroll_or_give_up(trace, str(failure))
         self.traces.append(trace)
         return True
 
-    def _unroll_or_give_up(self, trace: Trace) -> Optional[bool]:
+    def _unroll_or_give_up(self, trace: Trace, failure: str) -> Optional[bool]:
         """A trace could not be merged: with graph loops, falls back to
         unrolling them (the graph as without loop markers); without, runs
         eagerly from now on."""
         if not self.dynamic_loops:
-            self._go_eager(self._merge_failure)
+            self._go_eager(failure)
             return None
-        self._log(f"graph loops cannot express the traces ({self._merge_failure}); unrolling them")
+        self._log(f"graph loops cannot express the traces ({failure}); unrolling them")
         self.blocked_loops |= self.dynamic_loops
         self.dynamic_loops = set()
         return self._rebuild(trace)
 
-    def _add(self, trace: Trace, index: int) -> Optional[dict]:
-        """Adds one trace to the session and learns its event keys; None
-        (with `_merge_failure` set) if it cannot be merged."""
+    def _add(self, trace: Trace, index: int) -> dict:
+        """Adds one trace to the session and learns its event keys; raises
+        _MergeFailure if it cannot be merged."""
         if self.session is None:
             self.session = native.load().Session()
         text = module_text([trace], [f"iter{index}"], self.dynamic_loops)
         r = self.session.add_trace(text)
-        self._merge_failure = ""
         if r["error"]:
-            self._merge_failure = f"merging the trace failed: {r['error']}"
-        elif not r["coverable"]:
-            self._merge_failure = "the step's data flow cannot be expressed as one graph"
-        if self._merge_failure:
-            return None
+            raise _MergeFailure(f"merging the trace failed: {r['error']}")
+        if not r["coverable"]:
+            raise _MergeFailure("the step's data flow cannot be expressed as one graph")
         layout = trace.layout(self.dynamic_loops)
         keys = r["keys"]
         assert len(keys) == len(layout), "trace events and ops out of step"
@@ -407,26 +410,19 @@ class TerraFunction:
         ex.relaxed = self.relaxed
         try:
             result = _run_step(ex, self.fn, args, kwargs)
-        except BaseException:
+        except BaseException as exc:
             # Eager would have run the ops before the exception: replay them
             # so state is exactly as eager leaves it, then re-raise.
             ex._deviate("the step raised an exception")
-            ex.backward.close()
-            _normalize_state(self.registry)
-            self.stats.coexec_iterations += 1
-            exc = sys.exc_info()[1]
-            self.stats.fallbacks.append(Fallback(it, f"the step raised {type(exc).__name__}", "<step>"))
+            self._failed_iteration(ex, it, f"the step raised {type(exc).__name__}", "<step>")
             raise
         try:
             trace = ex.end(result)
         except Exception as exc:
             # An op the graph ran failed (e.g. an index out of range): its
             # replay raised the eager error; state was not committed.
-            ex.backward.close()
-            _normalize_state(self.registry)
-            self.stats.coexec_iterations += 1
-            self.stats.fallbacks.append(Fallback(it, f"the graph raised {type(exc).__name__}",
-                                                 _site_text(ex.graph_error[2] if ex.graph_error else None)))
+            site = user_line(ex.graph_error[2] if ex.graph_error else None)
+            self._failed_iteration(ex, it, f"the graph raised {type(exc).__name__}", site)
             raise
         wall = time.perf_counter() - start
         status = ex.run_result or ("cancelled", "", 0.0, 0.0, 0.0)
@@ -440,7 +436,7 @@ class TerraFunction:
         self.stats.graph_stall_s += g_stall
         if ex.deviation is not None:
             reason, site = ex.deviation
-            where = _site_text(site)
+            where = user_line(site)
             self.stats.fallbacks.append(Fallback(it, reason, where))
             step["fallback"] = f"{reason} at {where}"
             self._log(f"iteration {it}: fallback: {reason} at {where}")
@@ -448,6 +444,15 @@ class TerraFunction:
             self._after_trace(trace, tracing_phase=False)
         self.stats.steps.append(step)
         return _with_values(result)
+
+
+    def _failed_iteration(self, ex: CoExecutor, it: int, reason: str, site: str) -> None:
+        """Book-keeping for an iteration that ends in an exception (after
+        the replay): state holds values, the fallback is recorded."""
+        ex.backward.close()
+        _normalize_state(self.registry)
+        self.stats.coexec_iterations += 1
+        self.stats.fallbacks.append(Fallback(it, reason, site))
 
 
 def _run_step(recorder: Any, fn: Callable, args: tuple, kwargs: dict) -> Any:

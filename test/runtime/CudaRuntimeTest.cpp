@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "terra/Runtime/Cuda.h"
+#include "terra/Runtime/CudaEntryPoints.h"
 
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
 
@@ -19,29 +20,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
-extern "C" {
-void *mgpuModuleLoad(void *, size_t);
-void *mgpuModuleLoadJIT(void *, int);
-void mgpuModuleUnload(void *);
-void *mgpuModuleGetFunction(void *, const char *);
-void mgpuLaunchKernel(void *, intptr_t, intptr_t, intptr_t, intptr_t, intptr_t,
-                      intptr_t, int32_t, void *, void **, void **, size_t);
-void *mgpuStreamCreate();
-void mgpuStreamDestroy(void *);
-void mgpuStreamSynchronize(void *);
-void *mgpuEventCreate();
-void *mgpuMemAlloc(uint64_t, void *, bool);
-void mgpuMemFree(void *, void *);
-void mgpuMemset32(void *, unsigned int, size_t, void *);
-void _mlir_ciface_terra_cuda_matmul_f32(StridedMemRefType<float, 2> *,
-                                        StridedMemRefType<float, 2> *,
-                                        StridedMemRefType<float, 2> *, int64_t);
-void _mlir_ciface_terra_cuda_batch_matmul_f64(StridedMemRefType<double, 3> *,
-                                              StridedMemRefType<double, 3> *,
-                                              StridedMemRefType<double, 3> *,
-                                              int64_t);
-}
 
 namespace {
 

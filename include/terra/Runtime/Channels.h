@@ -61,6 +61,8 @@ public:
   double hostStallSeconds() const;
 
 private:
+  /// Sets one of the flags below and wakes every waiter.
+  void raise(bool &flag);
   template <typename T>
   bool receive(std::map<int64_t, std::deque<T>> &queues, int64_t point,
                T &out);
