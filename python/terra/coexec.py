@@ -35,7 +35,7 @@ from .placeholder import Placeholder, Token, real
 from .loops import restrict, transitions
 from .sites import Site, user_line
 from .trace import FeedEvent, OpEvent, StateEvent, ValueRef, moves_loops
-from .tracing import ALIAS_OPS, _flat_tensors_deep, _Recorder
+from .tracing import ALIAS_OPS, _flat_tensors_deep, _Recorder, op_info
 
 
 class Deviation(Exception):
@@ -191,6 +191,14 @@ class CoExecutor(_Recorder):
         self.loop_ctx: tuple = ()  # graph loops the validation is inside
         # (exception, op, site) when replaying an op after a deviation raised.
         self.graph_error: Optional[tuple] = None
+        # Values the host computed itself for tiny ops on known values
+        # (see _host_eval): key of a real tensor written in place -> value.
+        self.host_values: dict[tuple, torch.Tensor] = {}
+        self._host_result: Optional[list] = None
+        # Reads of values computed in this step: answered by the graph (a
+        # fetch, the host may wait) or by a value the host computed.
+        self.graph_reads = 0
+        self.host_reads = 0
         now = registry.tensors()
         states = [tensor_spec(compiled.state_value(name, now)) for name in compiled.state_names]
         self.run = compiled.graph.new_run(states, compiled.host_executor)
@@ -215,7 +223,12 @@ class CoExecutor(_Recorder):
     def _record(self, name: str, operands: list, op_args: dict, written: list, out: Any,
                 site: Site, engine: bool, func: Any = None) -> None:
         n = len(self.trace.events)
-        super()._record(name, operands, op_args, written, out, site, engine, func)
+        try:
+            super()._record(name, operands, op_args, written, out, site, engine, func)
+        finally:
+            if self.deviation is None:
+                self._apply_host_result()
+            self._host_result = None
         if engine:
             for i in range(n, len(self.trace.events)):  # sites known when the autograd node ends
                 self.pending[id(self.trace.events[i])] = i
@@ -240,7 +253,88 @@ class CoExecutor(_Recorder):
             self._deviate(f"cannot infer the result of {name} without running it: {exc}")
             return func(*args, **kwargs)
         self.log.append((func, args, kwargs, out, self.current_site))
+        self._host_result = self._host_eval(func, name, args, kwargs, out)
         return out
+
+    # -- values the host computes itself ----------------------------------------
+    def _host_value(self, t: torch.Tensor) -> Optional[torch.Tensor]:
+        """`t`'s current value if the host has it without asking the graph."""
+        if isinstance(t, Placeholder):
+            return t._terra_real
+        k = self.key(t)
+        v = self.host_values.get(k)
+        if v is not None:
+            return v
+        ref = self.producers.get(k)
+        if ref is not None and isinstance(self.trace.events[ref.event], OpEvent):
+            return None  # written in place during the step by the graph
+        return t
+
+    def _host_eval(self, func: Any, name: str, args: tuple, kwargs: dict, out: Any) -> Optional[list]:
+        """Runs an op on the host too when it is tiny and all its inputs are
+        known there: e.g. an optimizer's step counter (`step += 1` then
+        `step.item()`, once per parameter in torch 1.13's Adam). Reading
+        such a value then costs no round trip to the graph, which keeps
+        computing it as well. Returns (result, value) pairs to bind once
+        the op is recorded, or None."""
+        if name in _NOT_HOST_EVALUATED:
+            return None
+        if isinstance(out, torch.Tensor):
+            if out.numel() > _HOST_EVAL_MAX:
+                return None  # the common case: leave quickly
+            outs = [out]
+        else:
+            outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+        if not outs or any(o.numel() > _HOST_EVAL_MAX or o.device.type != "cpu" for o in outs):
+            return None
+        info = op_info(func)
+        inplace = None
+        if any(r is not None for r in info.ret_alias):
+            # Only an in-place write into one real, non-view tensor.
+            if len(info.ret_alias) != 1 or not info.ret_alias[0] or not info.ret_alias[0][1]:
+                return None
+            inplace = outs[0]
+            if len(outs) != 1 or isinstance(inplace, Placeholder) or inplace._base is not None:
+                return None
+        values: dict[int, torch.Tensor] = {}
+        for x in tree_flatten((args, kwargs))[0]:
+            if isinstance(x, torch.Tensor):
+                if x.numel() > _HOST_EVAL_MAX or x.device.type != "cpu":
+                    return None
+                v = self._host_value(x)
+                if v is None:
+                    return None
+                values[id(x)] = v.clone() if x is inplace else v
+        swap = lambda x: values[id(x)] if isinstance(x, torch.Tensor) else x  # noqa: E731
+        try:
+            with self.pause(), torch.no_grad():
+                result = func(*tree_map(swap, args), **tree_map(swap, kwargs))
+        except Exception:
+            return None  # the graph and the replay report it
+        reals = [r for r in tree_flatten(result)[0] if isinstance(r, torch.Tensor)]
+        if len(reals) != len(outs):
+            return None
+        return list(zip(outs, reals))
+
+    def _apply_host_result(self) -> None:
+        pairs, self._host_result = self._host_result, None
+        for o, r in pairs or ():
+            if isinstance(o, Placeholder):
+                o._terra_real = r
+            else:
+                self.host_values[self.key(o)] = r
+
+    def _written(self, t: torch.Tensor) -> None:
+        super()._written(t)
+        # A value the host knew is out of date after a write it did not
+        # compute (host-computed writes are bound again right after). After
+        # a deviation ops run on the values themselves, which stay current.
+        if self.deviation is not None:
+            return
+        if isinstance(t, Placeholder):
+            t._terra_real = None
+        else:
+            self.host_values.pop(self.key(t), None)
 
     def _run_host_rng(self, func: Any, name: str, args: tuple, kwargs: dict) -> Any:
         """A random-number op runs on the host even in co-execution, so the
@@ -287,29 +381,27 @@ class CoExecutor(_Recorder):
             if name != "aten.index.Tensor":
                 raise
             meta = self._index_with_mask_meta(func, args)
-        schema = func._schema
+        opinfo = op_info(func)
         # Arguments by alias set, for results that return (a view of) one.
         by_alias: dict[Any, torch.Tensor] = {}
-        for i, a in enumerate(schema.arguments):
-            if a.alias_info is None:
-                continue
-            v = args[i] if i < len(args) and not a.kwarg_only else kwargs.get(a.name)
+        for i, aname, kwarg_only, sets in opinfo.arg_alias:
+            v = args[i] if i < len(args) and not kwarg_only else kwargs.get(aname)
             if isinstance(v, torch.Tensor):
-                for s in a.alias_info.before_set:
+                for s in sets:
                     by_alias[s] = v
-        returns = schema.returns
+        returns = opinfo.ret_alias
         single = not isinstance(meta, (tuple, list))
         metas = [meta] if single else list(meta)
         outs = []
         for j, m in enumerate(metas):
-            info = returns[j].alias_info if j < len(returns) else None
+            info = returns[j] if j < len(returns) else None
             target = None
             if info is not None:
-                for s in info.before_set:
+                for s in info[0]:
                     target = by_alias.get(s, target)
             if not isinstance(m, torch.Tensor):
                 outs.append(m)
-            elif target is not None and info.is_write:
+            elif target is not None and info[1]:
                 outs.append(target)  # in place: the written argument itself
             elif target is not None:
                 outs.append(_view_of(target, m, self._token_of(target), name, self.base(target)))
@@ -452,6 +544,7 @@ class CoExecutor(_Recorder):
         if ref is None or ref.event not in self.handles:
             self._deviate("reads a value the trace did not compute")
             return
+        self.graph_reads += 1
         value = self._fetch(ref)
         if value is not None:
             t._terra_real = value
@@ -471,12 +564,17 @@ class CoExecutor(_Recorder):
         state is written only when the iteration commits."""
         if self.deviation is not None:
             return None
+        known = self.host_values.get(self.key(t))
+        if known is not None:
+            self.host_reads += 1
+            return known
         ref = self.producers.get(self.key(t))
         if ref is None or not isinstance(self.trace.events[ref.event], OpEvent):
             return None
         self._catch_up()
         if self.deviation is not None or ref.event not in self.handles:
             return None
+        self.graph_reads += 1
         value = self._fetch(ref)
         if value is None:
             return None
@@ -519,6 +617,7 @@ class CoExecutor(_Recorder):
                     if isinstance(o, Placeholder):
                         o._terra_real = r
         self.log.clear()
+        self.host_values.clear()  # real tensors now hold the values
 
     # -- end of the iteration ---------------------------------------------------------
     def end(self, result: Any) -> tuple[Any, list]:
@@ -594,6 +693,17 @@ class CoExecutor(_Recorder):
                     fid = cursor.fetch_id(node, result)
                     if fid >= 0:
                         o._terra_resolve = lambda run=run, fid=fid, inst=inst: _from_fetch(run, fid, inst)
+
+
+# Host-side evaluation (CoExecutor._host_eval): tensors of at most this many
+# elements, and ops it never runs (they have effects or random results).
+_HOST_EVAL_MAX = 16
+_NOT_HOST_EVALUATED = frozenset({"aten._local_scalar_dense", "aten.copy_", "aten.set_",
+                                 "aten.resize_", "aten.empty", "aten.empty_strided",
+                                 "aten.empty_like", "aten.new_empty", "aten.new_empty_strided",
+                                 "aten.bernoulli", "aten.bernoulli_", "aten.dropout",
+                                 "aten.native_dropout", "aten.multinomial", "aten.normal",
+                                 "aten.poisson", "aten.rrelu_with_noise"})
 
 
 def _same(x: torch.Tensor) -> torch.Tensor:

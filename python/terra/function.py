@@ -26,7 +26,9 @@ attributes of objects it refers to) unless given explicitly.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import os
 import shutil
 import subprocess
@@ -37,7 +39,7 @@ import types
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 from torch.utils._pytree import tree_map
@@ -157,9 +159,11 @@ class TerraFunction:
         if self.registry is None:
             self.registry = _discover_state(self.fn, args, *self._explicit)
         if self.phase == "coexec":
-            return self._coexec(args, kwargs)
+            with _gc_paused():
+                return self._coexec(args, kwargs)
         if self.phase == "tracing":
-            return self._trace(args, kwargs)
+            with _gc_paused():
+                return self._trace(args, kwargs)
         self.stats.eager_iterations += 1
         return self.fn(*args, **kwargs)
 
@@ -428,7 +432,8 @@ class TerraFunction:
         status = ex.run_result or ("cancelled", "", 0.0, 0.0, 0.0)
         _, _, g_exec, g_stall, h_stall = status
         step = {"phase": "coexec", "host_exec_s": max(wall - h_stall, 0.0), "host_stall_s": h_stall,
-                "graph_exec_s": g_exec, "graph_stall_s": g_stall}
+                "graph_exec_s": g_exec, "graph_stall_s": g_stall,
+                "graph_reads": ex.graph_reads, "host_reads": ex.host_reads}
         self.stats.coexec_iterations += 1
         self.stats.host_exec_s += step["host_exec_s"]
         self.stats.host_stall_s += h_stall
@@ -453,6 +458,23 @@ class TerraFunction:
         _normalize_state(self.registry)
         self.stats.coexec_iterations += 1
         self.stats.fallbacks.append(Fallback(it, reason, site))
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector is paused while a step is traced or
+    co-executed: the recorder allocates several small objects per op, and
+    the collections they trigger walk everything the program holds (15% of
+    a co-executed step). Cycles made during the step are collected by the
+    next collection after it."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _run_step(recorder: Any, fn: Callable, args: tuple, kwargs: dict) -> Any:

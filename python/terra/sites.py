@@ -36,6 +36,17 @@ class Frame:
     line: int
     offset: int
 
+    def __post_init__(self) -> None:
+        # Sites are hashed for every op validated; frames are interned by
+        # `capture`, so their hash is computed once.
+        object.__setattr__(self, "_hash", hash((self.file, self.function, self.line, self.offset)))
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[attr-defined]
+
+    def __reduce__(self) -> tuple:  # the cached hash is per process
+        return (Frame, (self.file, self.function, self.line, self.offset))
+
     def mlir(self) -> str:
         """`"fn"("file":line:offset)` (a NameLoc around a FileLineColLoc)."""
         loc = f"{mlir_text.string_literal(self.file)}:{self.line}:{self.offset}"
@@ -49,6 +60,15 @@ class Site:
     """A call stack, innermost frame first."""
 
     frames: tuple[Frame, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(self.frames))
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[attr-defined]
+
+    def __reduce__(self) -> tuple:  # the cached hash is per process
+        return (Site, (self.frames,))
 
     def mlir(self) -> str:
         """`callsite(inner at callsite(... at outer))`, the importer's shape."""
@@ -88,17 +108,44 @@ def capture(start: Optional[types.FrameType], stop: Optional[types.FrameType],
     `stop` is not on the stack (the op ran on another thread, e.g. an
     autograd device thread, or outside the step). `raw`, if given, gets
     (frame object, Frame) pairs, innermost first (for loops.py)."""
-    frames = []
+    pairs = []
     f = start
+    cache = _FRAMES
     while f is not None and f is not stop:
-        code = f.f_code
-        if not _own_frame(code):
-            name = getattr(code, "co_qualname", code.co_name)
-            frames.append(Frame(code.co_filename, name, f.f_lineno or 0, max(f.f_lasti, 0)))
-            if raw is not None:
-                raw.append((f, frames[-1]))
+        key = (id(f.f_code), f.f_lasti)
+        hit = cache.get(key)
+        if hit is None:
+            hit = cache[key] = (f.f_code, _frame_info(f))
+        if hit[1] is not None:
+            pairs.append((f, hit[1]))
         f = f.f_back
-    return Site(tuple(frames)), f is stop
+    frames = tuple(p[1] for p in pairs)
+    site = _SITES.get(frames)
+    if site is None:
+        if len(_SITES) > _INTERN_LIMIT:  # e.g. code made by exec() in a loop
+            _SITES.clear()
+            _FRAMES.clear()
+        site = _SITES[frames] = Site(frames)
+    if raw is not None:
+        raw.extend(pairs)
+    return site, f is stop
+
+
+# (id(code), f_lasti) -> (code, Frame or None for this package's frames).
+# The code object is held so its id is never reused by another one; a
+# frame's line is a function of its code and offset.
+_FRAMES: dict[tuple[int, int], tuple[types.CodeType, Optional[Frame]]] = {}
+# Sites are interned: equal sites are one object, hashed once.
+_SITES: dict[tuple, Site] = {}
+_INTERN_LIMIT = 1 << 18
+
+
+def _frame_info(f: types.FrameType) -> Optional[Frame]:
+    code = f.f_code
+    if _own_frame(code):
+        return None
+    name = getattr(code, "co_qualname", code.co_name)
+    return Frame(code.co_filename, name, f.f_lineno or 0, max(f.f_lasti, 0))
 
 
 _ENGINE_ENTRIES = {"backward", "grad", "_engine_run_backward"}

@@ -39,36 +39,51 @@ class StateRegistry:
         self.modules = list(modules)
         self.optimizers = list(optimizers)
 
-    def _param_names(self) -> dict[int, str]:
-        names: dict[int, str] = {}
+    def _walk(self) -> tuple[list[tuple[str, torch.Tensor]], list[tuple[str, torch.nn.Module, str]]]:
+        """Named parameters and buffers of every module, in the order and with
+        the names (first occurrence of a shared tensor or module) that
+        `named_parameters()` / `named_buffers()` give, from one walk of the
+        module tree (`slots()` runs several times per iteration; torch's
+        generators made it cost milliseconds on a 60-module model)."""
+        params: list[tuple[str, torch.Tensor]] = []
+        buffers: list[tuple[str, torch.nn.Module, str]] = []
+        seen_params: set[int] = set()
+        seen_buffers: set[int] = set()
         multi = len(self.modules) > 1
-        for mi, m in enumerate(self.modules):
-            for n, p in m.named_parameters():
-                names.setdefault(id(p), f"m{mi}.{n}" if multi else n)
-        for oi, opt in enumerate(self.optimizers):
-            for gi, group in enumerate(opt.param_groups):
-                for k, p in enumerate(group["params"]):
-                    names.setdefault(id(p), f"opt{oi}.group{gi}.{k}")
-        return names
+        for mi, root in enumerate(self.modules):
+            seen_modules: set[int] = set()
+            stack: list[tuple[str, torch.nn.Module]] = [("", root)]
+            while stack:
+                prefix, mod = stack.pop()
+                if id(mod) in seen_modules:
+                    continue
+                seen_modules.add(id(mod))
+                dot = prefix + "." if prefix else ""
+                for n, p in mod._parameters.items():
+                    if p is not None and id(p) not in seen_params:
+                        seen_params.add(id(p))
+                        params.append((f"m{mi}.{dot}{n}" if multi else dot + n, p))
+                for n, b in mod._buffers.items():
+                    if b is not None and id(b) not in seen_buffers:
+                        seen_buffers.add(id(b))
+                        buffers.append((f"m{mi}.{dot}{n}" if multi else dot + n, mod, n))
+                children = [(dot + n, c) for n, c in mod._modules.items() if c is not None]
+                stack.extend(reversed(children))  # pre-order, as named_modules
+        return params, buffers
 
     def slots(self) -> list[StateSlot]:
         """Every slot, in a deterministic order (params with their grads,
         then optimizer state, then buffers). Slots whose tensor is None
         (a parameter without a gradient) are included."""
         out: list[StateSlot] = []
-        names = self._param_names()
-        params: list[torch.Tensor] = []
-        seen: set[int] = set()
-        for m in self.modules:
-            for p in m.parameters():
-                if id(p) not in seen:
-                    seen.add(id(p))
-                    params.append(p)
-        for opt in self.optimizers:
-            for group in opt.param_groups:
-                for p in group["params"]:
-                    if id(p) not in seen:
-                        seen.add(id(p))
+        named, buffers = self._walk()
+        names = {id(p): n for n, p in named}
+        params = [p for _, p in named]
+        for oi, opt in enumerate(self.optimizers):
+            for gi, group in enumerate(opt.param_groups):
+                for k, p in enumerate(group["params"]):
+                    if id(p) not in names:
+                        names[id(p)] = f"opt{oi}.group{gi}.{k}"
                         params.append(p)
         for p in params:
             n = names[id(p)]
@@ -84,16 +99,9 @@ class StateRegistry:
                         out.append(StateSlot(f"optim:{names[id(p)]}:{key}",
                                              lambda st=st, key=key: st.get(key),
                                              _dict_setter(st, key)))
-        multi = len(self.modules) > 1
-        for mi, m in enumerate(self.modules):
-            for n, b in m.named_buffers():
-                if b is None:
-                    continue
-                owner, _, attr = (f"{n}".rpartition("."))
-                mod = m.get_submodule(owner) if owner else m
-                name = f"buffer:m{mi}.{n}" if multi else f"buffer:{n}"
-                out.append(StateSlot(name, lambda mod=mod, attr=attr: getattr(mod, attr),
-                                     _attr_setter(mod, attr)))
+        for name, mod, attr in buffers:
+            out.append(StateSlot(f"buffer:{name}", lambda mod=mod, attr=attr: getattr(mod, attr),
+                                 _attr_setter(mod, attr)))
         return out
 
     def tensors(self) -> dict[str, torch.Tensor]:

@@ -103,6 +103,40 @@ def _namespace(func: Any) -> str:
     return func._schema.name.split("::", 1)[0]
 
 
+class OpInfo:
+    """What the recorder needs from an op's schema, read once per overload
+    (reading `func._schema` builds new Python objects on every access).
+
+    `args`: (position, name, kwarg_only, is a tensor type, written in place)
+    per schema argument; `arg_alias`: (position, name, kwarg_only, alias
+    sets) per argument with alias information; `ret_alias`: per return,
+    (alias sets, is_write) or None."""
+
+    __slots__ = ("name", "aten", "args", "arg_alias", "ret_alias")
+
+    def __init__(self, func: Any):
+        schema = func._schema
+        self.name = op_name(func)
+        self.aten = schema.name.split("::", 1)[0] == "aten"
+        self.args = tuple((i, a.name, a.kwarg_only, _is_tensor_type(str(a.type)),
+                           a.alias_info is not None and a.alias_info.is_write)
+                          for i, a in enumerate(schema.arguments))
+        self.arg_alias = tuple((i, a.name, a.kwarg_only, frozenset(a.alias_info.before_set))
+                               for i, a in enumerate(schema.arguments) if a.alias_info is not None)
+        self.ret_alias = tuple((frozenset(r.alias_info.before_set), r.alias_info.is_write)
+                               if r.alias_info is not None else None for r in schema.returns)
+
+
+_OP_INFO: dict[Any, OpInfo] = {}
+
+
+def op_info(func: Any) -> OpInfo:
+    info = _OP_INFO.get(func)
+    if info is None:
+        info = _OP_INFO[func] = OpInfo(func)
+    return info
+
+
 def _is_tensor_type(type_text: str) -> bool:
     return "Tensor" in type_text
 
@@ -268,9 +302,10 @@ class _Recorder(TorchDispatchMode):
     # -- ops -----------------------------------------------------------------
     def __torch_dispatch__(self, func: Any, types_: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
         kwargs = kwargs or {}
-        if self.paused or _namespace(func) != "aten" or threading.get_ident() != self.thread:
+        info = _OP_INFO.get(func) or op_info(func)
+        if self.paused or not info.aten or threading.get_ident() != self.thread:
             return func(*args, **kwargs)
-        name = op_name(func)
+        name = info.name
         try:
             self.backward.resolve()
             raw: list = []
@@ -296,15 +331,14 @@ class _Recorder(TorchDispatchMode):
                     self._bind(out, ref)
             return out
         if name in HOST_RNG_OPS:
-            out = self._run_host_rng(func, name, args, kwargs)
-            for t in _flat_tensors(out):
-                self.host_made.add(self.base(t))  # step-local: writable in place
-            first = func._schema.arguments[0] if func._schema.arguments else None
-            if first is not None and first.alias_info is not None and first.alias_info.is_write:
+            if info.args and info.args[0][4]:
                 # Written in place by the host: later reads are fresh feeds.
                 target = args[0]
                 self.producers.pop(self.key(target), None)
                 self._written(target)
+            out = self._run_host_rng(func, name, args, kwargs)
+            for t in _flat_tensors(out):
+                self.host_made.add(self.base(t))  # step-local: writable in place
             return out
         if name == "aten.index.Tensor" and len(args) > 1:
             # A boolean mask's count of true elements is the result's size:
@@ -348,43 +382,42 @@ class _Recorder(TorchDispatchMode):
         # How to call the op again from its tensor operands (host calls).
         recipe: list[tuple] = []
         self._last_recipe = recipe
-        for i, a in enumerate(func._schema.arguments):
-            if i < len(args) and not a.kwarg_only:
+        nargs = len(args)
+        for i, aname, kwarg_only, tensor_arg, writes in op_info(func).args:
+            if i < nargs and not kwarg_only:
                 v = args[i]
-            elif a.name in kwargs:
-                v = kwargs[a.name]
+            elif aname in kwargs:
+                v = kwargs[aname]
             else:
                 continue
-            tensor_arg = _is_tensor_type(str(a.type))
             if isinstance(v, torch.Tensor):
-                recipe.append((a.name, a.kwarg_only, "t", None))
-            elif isinstance(v, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in v):
-                recipe.append((a.name, a.kwarg_only, "tl", len(v)))
-            elif not isinstance(v, _IGNORED_ARG_TYPES) and a.name not in _IGNORED_ARG_NAMES:
-                recipe.append((a.name, a.kwarg_only, "v", v))
-            if isinstance(v, torch.Tensor):
+                recipe.append((aname, kwarg_only, "t", None))
                 operands.append(self.value_of(v, site))
-                if (a.alias_info is not None and a.alias_info.is_write) or a.name in unmarked:
+                if writes or aname in unmarked:
                     written.append(v)
                     self._check_writable(operands[-1], v)
             elif isinstance(v, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in v):
+                recipe.append((aname, kwarg_only, "tl", len(v)))
                 for x in v:
                     if x is None:
-                        raise TraceProblem(f"argument {a.name} is a tensor list with None entries")
+                        raise TraceProblem(f"argument {aname} is a tensor list with None entries")
                     if not isinstance(x, torch.Tensor):
-                        raise TraceProblem(f"argument {a.name} mixes tensors and {type(x).__name__}")
+                        raise TraceProblem(f"argument {aname} mixes tensors and {type(x).__name__}")
                     operands.append(self.value_of(x, site))
-                    if a.alias_info is not None and a.alias_info.is_write:
+                    if writes:
                         written.append(x)
                         self._check_writable(operands[-1], x)
             elif v is None:
+                if aname not in _IGNORED_ARG_NAMES:
+                    recipe.append((aname, kwarg_only, "v", v))
                 if tensor_arg:
-                    op_args[a.name] = None  # an absent optional tensor: `name = unit`
-            elif isinstance(v, _IGNORED_ARG_TYPES) or a.name in _IGNORED_ARG_NAMES:
+                    op_args[aname] = None  # an absent optional tensor: `name = unit`
+            elif isinstance(v, _IGNORED_ARG_TYPES) or aname in _IGNORED_ARG_NAMES:
                 continue
             else:
-                op_args[a.name] = _python_value(v)
-                mlir_text.attribute(op_args[a.name])  # raises if it cannot be expressed
+                recipe.append((aname, kwarg_only, "v", v))
+                op_args[aname] = _python_value(v)
+                mlir_text.attribute(op_args[aname])  # raises if it cannot be expressed
         return operands, op_args, written
 
     def _record(self, name: str, operands: list[ValueRef], op_args: dict[str, Any],

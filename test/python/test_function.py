@@ -202,6 +202,54 @@ def test_adam_co_executes_with_relaxed_scalars() -> None:
     assert "aten.addcdiv_.value" in relaxed and "aten.div.Tensor.other" in relaxed
 
 
+def test_adam_step_counter_is_read_on_the_host_without_waiting_for_the_graph() -> None:
+    """Adam's `step` counters are tiny values the host knows (state plus
+    one): the host computes them itself, so the once-per-parameter
+    `step.item()` does not wait for the graph; only `loss.item()` does."""
+    def make() -> tuple:
+        model = mlp()
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss.item()
+        return step, model, opt
+    stats = compare(make, batches(8), max_fallbacks=0)
+    coexec = [s for s in stats["steps"] if s["phase"] == "coexec"]
+    assert coexec
+    n_params = 4
+    for s in coexec:
+        assert s["graph_reads"] == 1, s
+        assert s["host_reads"] == n_params, s
+
+
+def test_value_read_again_after_an_in_place_write() -> None:
+    """A value the host read (fetched) and then changed in place is read
+    anew, not from the earlier fetch; tiny values are computed on the host."""
+    def make() -> tuple:
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y):
+            loss = F.cross_entropy(model(x), y)
+            logits = model(x)
+            a = logits.sum().item()
+            logits.mul_(2)
+            b = logits.sum().item()
+            s = loss.detach().clone()
+            first = s.item()
+            s.add_(1)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return a, b, first, s.item()
+        return step, model, opt
+    compare(make, batches(6), max_fallbacks=0)
+
+
 def test_learning_rate_schedule_and_ramped_attribute_are_relaxed() -> None:
     # The learning rate changes in param_groups every step (a schedule
     # object), and a Python attribute scales the loss and a threshold:
