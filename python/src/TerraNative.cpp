@@ -277,7 +277,21 @@ private:
 
 } // namespace
 
+// OpenBLAS's thread count (the graphs' GEMM library; the runtime links it).
+extern "C" void openblas_set_num_threads(int);
+extern "C" int openblas_get_num_threads(void);
+
 PYBIND11_MODULE(_terra_native, m) {
+  m.def(
+      "set_graph_threads",
+      [](int n) {
+        if (n < 1)
+          throw py::value_error("graph threads must be at least 1");
+        openblas_set_num_threads(n);
+      },
+      "Threads the graphs' library calls (GEMM) may use.");
+  m.def("graph_threads", [] { return openblas_get_num_threads(); });
+
   m.doc() = "Terra-MLIR native runtime: compiler session, validator, runner";
 
   py::class_<Session>(m, "Session")

@@ -30,7 +30,7 @@ from typing import Any, Optional
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from . import mlir_text
+from . import mlir_text, relax
 from .placeholder import Placeholder, Token, real
 from .loops import restrict, transitions
 from .sites import Site, user_line
@@ -78,14 +78,26 @@ def _to_meta(x: Any) -> Any:
     return x
 
 
-def _signature(x: Any) -> Any:
+def _signature(x: Any, values: bool = True) -> Any:
+    """What the meta result of an op can depend on in argument `x`; without
+    `values`, a float stands for any float (its type still matters:
+    `int_tensor / 2` and `/ 2.0` differ in dtype)."""
     if isinstance(x, torch.Tensor):
         return ("T", tuple(x.shape), tuple(x.stride()), x.dtype)
     if isinstance(x, (list, tuple)):
-        return tuple(_signature(y) for y in x)
+        return tuple(_signature(y, values) for y in x)
     if isinstance(x, dict):
-        return tuple(sorted((k, _signature(y)) for k, y in x.items()))
+        return tuple(sorted((k, _signature(y, values)) for k, y in x.items()))
+    if not values and type(x) is float:
+        return float
     return freeze(x)
+
+
+def _value_free(name: str) -> bool:
+    """Ops whose result shapes and dtypes do not depend on the values of
+    their float arguments (the elementwise and optimizer ops whose scalars
+    change between steps: learning rates, bias corrections)."""
+    return name.startswith("aten._foreach_") or relax.relaxable_op(name)
 
 
 class MetaUnavailable(Exception):
@@ -93,19 +105,21 @@ class MetaUnavailable(Exception):
 
 
 _META_CACHE: dict[Any, Any] = {}
+_MISSING = object()  # ops returning nothing cache None
 
 
 def infer_meta(func: Any, args: tuple, kwargs: dict) -> Any:
     """The op's outputs as meta tensors (shapes, strides, dtypes), cached by
     the op and its inputs' metadata."""
-    sig = (func, _signature(args), _signature(kwargs))
-    hit = _META_CACHE.get(sig)
-    if hit is None:
+    values = not _value_free(op_info(func).name)
+    sig = (func, _signature(args, values), _signature(kwargs, values))
+    hit = _META_CACHE.get(sig, _MISSING)
+    if hit is _MISSING:
         margs, mkwargs = tree_map(_to_meta, args), tree_map(_to_meta, kwargs)
         try:
             hit = func(*margs, **mkwargs)
         except Exception as exc:
-            rule = _META_RULES.get(str(func)) or _like_input_rule(func)
+            rule = _META_RULES.get(str(func)) or _like_input_rule(func) or _foreach_rule(func)
             if rule is None:
                 raise MetaUnavailable(f"{func} has no meta kernel ({type(exc).__name__})") from exc
             hit = rule(*margs, **mkwargs)
@@ -162,6 +176,21 @@ def _grid_sampler_2d_backward(grad_output: torch.Tensor, input: torch.Tensor, gr
                               *rest: Any, **kw: Any) -> tuple:
     like = lambda t: torch.empty(tuple(t.shape), dtype=t.dtype, device="meta")  # noqa: E731
     return like(input), like(grid)
+
+
+def _foreach_rule(func: Any) -> Any:
+    """`_foreach_` ops (no meta kernels in torch 1.13): an in-place one
+    returns nothing (its results are the tensors it writes, see
+    tracing._record); the others return one tensor per element of their
+    first list, shaped and typed like it."""
+    if not op_info(func).name.startswith("aten._foreach_"):
+        return None
+    if not func._schema.returns:
+        return lambda *args, **kwargs: None
+
+    def rule(first: Any, *args: Any, **kwargs: Any) -> list:
+        return [torch.empty_like(t, device="meta") for t in first]
+    return rule
 
 
 _META_RULES = {"aten.convolution_backward.default": _convolution_backward,
@@ -285,32 +314,43 @@ class CoExecutor(_Recorder):
             outs = [out]
         else:
             outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
-        if not outs or any(o.numel() > _HOST_EVAL_MAX or o.device.type != "cpu" for o in outs):
-            return None
         info = op_info(func)
-        inplace = None
-        if any(r is not None for r in info.ret_alias):
-            # Only an in-place write into one real, non-view tensor.
-            if len(info.ret_alias) != 1 or not info.ret_alias[0] or not info.ret_alias[0][1]:
+        targets: list[torch.Tensor] = []  # real tensors written in place
+        if not outs and not info.ret_alias:
+            # Returns nothing: the tensors it writes (`_foreach_add_`).
+            for i, aname, kwarg_only, _, writes in info.args:
+                if writes:
+                    v = args[i] if i < len(args) and not kwarg_only else kwargs.get(aname)
+                    targets += v if isinstance(v, (list, tuple)) else [v]
+            outs = targets
+        elif any(r is not None for r in info.ret_alias):
+            # Only an in-place write into one real tensor.
+            if len(info.ret_alias) != 1 or not info.ret_alias[0] or not info.ret_alias[0][1] or len(outs) != 1:
                 return None
-            inplace = outs[0]
-            if len(outs) != 1 or isinstance(inplace, Placeholder) or inplace._base is not None:
-                return None
+            targets = outs
+        if not outs or any(not isinstance(o, torch.Tensor) or o.numel() > _HOST_EVAL_MAX
+                           or o.device.type != "cpu" for o in outs):
+            return None
+        if any(isinstance(t, Placeholder) or t._base is not None for t in targets):
+            return None  # a placeholder's or a view's value is not rebound here
+        written = {id(t) for t in targets}
         values: dict[int, torch.Tensor] = {}
         for x in tree_flatten((args, kwargs))[0]:
-            if isinstance(x, torch.Tensor):
+            if isinstance(x, torch.Tensor) and id(x) not in values:
                 if x.numel() > _HOST_EVAL_MAX or x.device.type != "cpu":
                     return None
                 v = self._host_value(x)
                 if v is None:
                     return None
-                values[id(x)] = v.clone() if x is inplace else v
+                values[id(x)] = v.clone() if id(x) in written else v
         swap = lambda x: values[id(x)] if isinstance(x, torch.Tensor) else x  # noqa: E731
         try:
             with self.pause(), torch.no_grad():
                 result = func(*tree_map(swap, args), **tree_map(swap, kwargs))
         except Exception:
             return None  # the graph and the replay report it
+        if targets and not info.ret_alias:
+            return [(t, values[id(t)]) for t in targets]
         reals = [r for r in tree_flatten(result)[0] if isinstance(r, torch.Tensor)]
         if len(reals) != len(outs):
             return None

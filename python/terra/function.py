@@ -477,6 +477,55 @@ def _gc_paused() -> Iterator[None]:
         gc.enable()
 
 
+def _multi_tensor_safe(opt: torch.optim.Optimizer, group: dict) -> bool:
+    """Whether torch 1.13's multi-tensor (`foreach`) update of `opt` gives
+    exactly what its per-parameter update gives, user-visible effects
+    included, for the parameters of `group`. On the CPU, `_foreach_` ops
+    run the same per-tensor kernels, so values are bit for bit the same;
+    but the multi-tensor Adam adds weight decay into `p.grad` in place and
+    nesterov SGD without weight decay adds the momentum into it."""
+    if group.get("foreach") is not None or group.get("differentiable") or group.get("capturable"):
+        return False
+    if any(p.is_sparse or p.is_complex() or p.device.type != "cpu" or
+           (p.grad is not None and p.grad.is_sparse) for p in group["params"]):
+        return False
+    kind = type(opt)
+    if kind is torch.optim.SGD:
+        return not (group.get("nesterov") and group.get("weight_decay", 0) == 0)
+    if kind is torch.optim.Adam:
+        return group.get("weight_decay", 0) == 0
+    return kind is torch.optim.AdamW
+
+
+@contextlib.contextmanager
+def _multi_tensor_updates(optimizers: Sequence[torch.optim.Optimizer]) -> Iterator[None]:
+    """While a step is traced or co-executed, optimizers that leave the
+    choice of implementation to torch (`foreach=None`) use the multi-tensor
+    one where it is exactly equivalent (`_multi_tensor_safe`): one
+    `_foreach_` op per update over all parameters instead of one op per
+    parameter, which is most of the host's ops in a training step. The
+    setting is restored right after the step, so `state_dict()` and
+    `param_groups` look as the user left them. torch 1.13 only: later
+    versions choose differently and change the multi-tensor code."""
+    changed: list[dict] = []
+    if _TORCH_1_13:
+        for opt in optimizers:
+            groups = [g for g in opt.param_groups if _multi_tensor_safe(opt, g)]
+            if groups and len(groups) == len(opt.param_groups) and opt.defaults.get("foreach") is None:
+                changed.append(opt.defaults)
+            changed += groups
+    for d in changed:
+        d["foreach"] = True
+    try:
+        yield
+    finally:
+        for d in changed:
+            d["foreach"] = None
+
+
+_TORCH_1_13 = torch.__version__.startswith("1.13")
+
+
 def _run_step(recorder: Any, fn: Callable, args: tuple, kwargs: dict) -> Any:
     """Runs `fn` under `recorder` (a tracer or a co-executor) with the
     materialization hooks installed; records what it returns."""
@@ -486,7 +535,7 @@ def _run_step(recorder: Any, fn: Callable, args: tuple, kwargs: dict) -> Any:
     tracing._ACTIVE = recorder
     tracing._install_hooks()
     try:
-        with recorder, recorder.loop_counter:
+        with _multi_tensor_updates(recorder.registry.optimizers), recorder, recorder.loop_counter:
             result = fn(*args, **kwargs)
     except BaseException:
         if type(recorder) is tracing._Recorder:

@@ -62,10 +62,32 @@ _VALUE_OPS = {"aten.addcdiv": ("aten.div.Tensor", "aten.add.Tensor"),
               "aten.addcmul_": ("aten.mul.Tensor", "aten.add_.Tensor")}
 
 
+# `_foreach_` ops keep their name: the relaxed scalar (or scalar list)
+# becomes one trailing operand, a 0-d (or 1-d, one per element) tensor.
+_FOREACH_ARGS = frozenset({"scalar", "scalars", "alpha", "value"})
+
+
+def _is_foreach(name: str) -> bool:
+    return name.startswith("aten._foreach_")
+
+
 def relaxable(name: str, arg: str) -> bool:
     """Whether a changing `arg` of op `name` can be fed instead of fixed."""
     return ((name in _TENSOR_FORM and arg == "other") or (name in _ALPHA_OPS and arg == "alpha")
-            or (name in _VALUE_OPS and arg == "value"))
+            or (name in _VALUE_OPS and arg == "value") or (_is_foreach(name) and arg in _FOREACH_ARGS))
+
+
+def relaxable_op(name: str) -> bool:
+    """Whether op `name` has a relaxable scalar argument."""
+    return name in _TENSOR_FORM or name in _ALPHA_OPS or name in _VALUE_OPS or _is_foreach(name)
+
+
+def _numbers(v: Any) -> Optional[list]:
+    """`v` as a list of Python numbers (a scalar list arg), or None."""
+    if isinstance(v, (list, tuple)) and v and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+        return list(v)
+    return None
 
 
 def _ops_by_occurrence(trace: Trace) -> dict[tuple, OpEvent]:
@@ -91,8 +113,10 @@ def changed_scalars(before: Trace, after: Trace) -> set[RelaxKey]:
             continue
         for arg, v in ev.args.items():
             w = old.args.get(arg)
-            if (isinstance(v, float) and isinstance(w, (int, float)) and not isinstance(w, bool)
-                    and v != w and relaxable(ev.name, arg)):
+            scalar = (isinstance(v, float) and isinstance(w, (int, float)) and not isinstance(w, bool)
+                      and v != w)
+            listed = _numbers(v) is not None and _numbers(w) is not None and len(v) == len(w) and v != w
+            if (scalar or listed) and relaxable(ev.name, arg):
                 found.add((ENGINE if _is_engine(ev.site) else ev.site, ev.name, arg))
     return found
 
@@ -127,6 +151,8 @@ def rewrite(trace: Trace, name: str, operands: list[ValueRef], args: dict[str, A
     if not relaxed:
         return None
     where = ENGINE if engine else site
+    if _is_foreach(name):
+        return _rewrite_foreach(trace, name, operands, args, results, site, where, relaxed)
     arg = next((a for a in ("other", "alpha", "value") if (where, name, a) in relaxed), None)
     if arg is None or not isinstance(args.get(arg), (int, float)) or isinstance(args.get(arg), bool):
         return None
@@ -153,6 +179,33 @@ def rewrite(trace: Trace, name: str, operands: list[ValueRef], args: dict[str, A
         ("aten.mul.Tensor", [operands[1], FEED], {}, [scaled]),
         (combine, [0, operands[2]], {}, [combined]),
         (add, [operands[0], 1], rest, results)])
+
+
+def _rewrite_foreach(trace: Trace, name: str, operands: list[ValueRef], args: dict[str, Any],
+                     results: list[TensorType], site: Site, where: Any,
+                     relaxed: set[RelaxKey]) -> Optional[Rewrite]:
+    """`_foreach_<op>` with its relaxed scalar (0-d feed) or scalar list (1-d
+    feed, element i for list element i) as a trailing operand; the
+    lowering reads the scalar from it (TerraToLinalg/Optimizer.cpp)."""
+    arg = next((a for a in sorted(_FOREACH_ARGS) if (where, name, a) in relaxed), None)
+    if arg is None or not operands:
+        return None
+    v = args.get(arg)
+    dtype = value_type(trace, operands[0]).dtype
+    if not dtype.is_floating_point:
+        return None
+    listed = _numbers(v)
+    if listed is not None:
+        if len(listed) != len(results):
+            return None
+        value = torch.tensor([float(x) for x in listed], dtype=dtype)
+    elif isinstance(v, (int, float)) and not isinstance(v, bool):
+        value = torch.tensor(float(v), dtype=dtype)
+    else:
+        return None
+    feed = FeedEvent(TensorType(dtype, tuple(value.shape)), site, ConstSource(value))
+    rest = {k: x for k, x in args.items() if k != arg}
+    return Rewrite(feed, value, [(name, list(operands) + [FEED], rest, results)])
 
 
 def describe(keys: Iterable[RelaxKey]) -> str:

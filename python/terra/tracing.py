@@ -152,6 +152,7 @@ class _Recorder(TorchDispatchMode):
                  stop: types.FrameType):
         super().__init__()
         self.trace = Trace()
+        self.fetch_count = 0  # FetchEvents in trace.events
         self.registry = registry
         self.stop = stop
         self.paused = 0
@@ -240,6 +241,8 @@ class _Recorder(TorchDispatchMode):
     def _append(self, event: Any) -> int:
         if not isinstance(event, StateEvent):
             event.loops = self.loop_context
+        if isinstance(event, FetchEvent):
+            self.fetch_count += 1
         self.trace.events.append(event)
         return len(self.trace.events) - 1
 
@@ -423,6 +426,10 @@ class _Recorder(TorchDispatchMode):
     def _record(self, name: str, operands: list[ValueRef], op_args: dict[str, Any],
                 written: list[torch.Tensor], out: Any, site: Site, engine: bool, func: Any = None) -> None:
         outs = list(_flat_tensors(out))
+        if not outs and written and func is not None and not op_info(func).ret_alias:
+            # An in-place op that returns nothing (`_foreach_add_`): its
+            # results are the updated values of the tensors it writes.
+            outs = list(written)
         if name in UNMARKED_WRITES and outs:
             # Batch norm's running statistics, updated in place but not
             # returned, become extra results (the op's functional form: the
@@ -489,7 +496,7 @@ class _Recorder(TorchDispatchMode):
             if ref is not None and not isinstance(self.trace.events[ref.event], (FeedEvent, StateEvent)):
                 fetch = FetchEvent(ref, TensorType.of(t), site, kind)
                 self._append(fetch)
-                entry = Materialization(kind, fetch=len(self.trace.fetches) - 1)
+                entry = Materialization(kind, fetch=self.fetch_count - 1)
             elif ref is not None:
                 ev = self.trace.events[ref.event]
                 entry = Materialization(kind, host=ev.source if isinstance(ev, FeedEvent) else StateSource(ev.name))

@@ -95,13 +95,17 @@ struct UpdateSpec {
 };
 
 /// One result from `inputs` and the named scalars (taken from `scalarAttrs`,
-/// or their defaults).
+/// or their defaults; `fed`, when given, is the first scalar's value).
 Value buildUpdate(OpBuilder &b, Location loc, RankedTensorType type,
                   ValueRange inputs, ArrayRef<Attribute> scalarAttrs,
-                  const UpdateSpec &spec) {
+                  const UpdateSpec &spec, Value fed = nullptr) {
   Type et = type.getElementType();
   SmallVector<Value> scalars;
   for (auto [i, s] : llvm::enumerate(spec.scalars)) {
+    if (i == 0 && fed) {
+      scalars.push_back(castScalar(b, loc, fed, et));
+      continue;
+    }
     Value v = scalarFromAttr(b, loc, scalarAttrs[i], et);
     scalars.push_back(v ? v : scalarConstant(b, loc, et, s.second));
   }
@@ -127,14 +131,28 @@ LogicalResult lowerUpdate(DLOp op, ValueRange o, PatternRewriter &rw,
 }
 
 /// `_foreach_<op>`: `spec.tensors` lists of N tensors, N results. With
-/// `scalarList`, the single scalar is element i of the list arg.
+/// `scalarList`, the single scalar is element i of the list arg. A relaxed
+/// scalar (front end: relax.py) is fed instead: one trailing operand, 0-d
+/// for a scalar, 1-d with N elements for a scalar list, and the arg is
+/// absent.
 LogicalResult lowerForeach(DLOp op, ValueRange o, PatternRewriter &rw,
                            const UpdateSpec &spec, bool scalarList) {
   unsigned n = op.getNumResults();
-  if (n == 0 || o.size() != spec.tensors * n)
+  if (n == 0 || spec.scalars.size() > 1)
     return failure();
+  Value fed;
+  if (o.size() == spec.tensors * n + 1 && spec.scalars.size() == 1) {
+    fed = o.back();
+    auto ft = dyn_cast<RankedTensorType>(fed.getType());
+    int64_t rank = scalarList ? 1 : 0;
+    if (!ft || ft.getRank() != rank ||
+        (scalarList && ft.getDimSize(0) != int64_t(n)))
+      return rw.notifyMatchFailure(op, "fed scalars do not match the lists");
+  } else if (o.size() != spec.tensors * n) {
+    return failure();
+  }
   ArrayAttr list;
-  if (scalarList) {
+  if (scalarList && !fed) {
     list = dyn_cast_or_null<ArrayAttr>(getArg(op, spec.scalars[0].first));
     if (!list || list.size() != n || spec.scalars.size() != 1)
       return failure();
@@ -150,13 +168,21 @@ LogicalResult lowerForeach(DLOp op, ValueRange o, PatternRewriter &rw,
     for (unsigned k = 0; k < spec.tensors; ++k)
       ins.push_back(o[k * n + i]);
     SmallVector<Attribute> attrs;
-    if (scalarList)
+    Value scalar;
+    if (fed) {
+      SmallVector<Value> at;
+      if (scalarList)
+        at.push_back(arith::ConstantIndexOp::create(rw, op.getLoc(), i));
+      scalar = tensor::ExtractOp::create(rw, op.getLoc(), fed, at);
+      attrs.push_back(nullptr);
+    } else if (scalarList) {
       attrs.push_back(list[i]);
-    else
+    } else {
       for (auto &s : spec.scalars)
         attrs.push_back(getArg(op, s.first));
-    results.push_back(
-        buildUpdate(rw, op.getLoc(), resultType(op, i), ins, attrs, spec));
+    }
+    results.push_back(buildUpdate(rw, op.getLoc(), resultType(op, i), ins,
+                                  attrs, spec, scalar));
   }
   rw.replaceOp(op, results);
   return success();

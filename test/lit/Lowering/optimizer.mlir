@@ -106,6 +106,62 @@ terra.graph @foreach_div_scalar_list {
 
 // -----
 
+// A relaxed scalar list (front end: relax.py) is fed as a trailing 1-d
+// operand: element i's scalar is extracted from it, cast to the element type.
+// CHECK-LABEL: terra.graph @foreach_addcdiv_fed_scalars
+// CHECK-DAG:     %[[I0:.*]] = arith.constant 0 : index
+// CHECK-DAG:     %[[I1:.*]] = arith.constant 1 : index
+// CHECK:         %[[S0:.*]] = tensor.extract %[[S:.*]][%[[I0]]] : tensor<2xf32>
+// CHECK:         linalg.generic
+// CHECK:           arith.mulf %[[S0]], %{{.*}} : f32
+// CHECK:         %[[S1:.*]] = tensor.extract %[[S]][%[[I1]]] : tensor<2xf32>
+// CHECK:         linalg.generic
+// CHECK:           arith.mulf %[[S1]], %{{.*}} : f32
+terra.graph @foreach_addcdiv_fed_scalars {
+  %p0 = terra.feed 1 : tensor<3xf32>
+  %p1 = terra.feed 2 : tensor<2xf32>
+  %s = terra.feed 3 : tensor<2xf32>
+  %r:2 = terra.op "aten._foreach_addcdiv_.ScalarList"(%p0, %p1, %p0, %p1, %p0, %p1, %s) : (tensor<3xf32>, tensor<2xf32>, tensor<3xf32>, tensor<2xf32>, tensor<3xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<3xf32>, tensor<2xf32>)
+  terra.fetch 0 %r#0 : tensor<3xf32>
+  terra.fetch 1 %r#1 : tensor<2xf32>
+}
+
+// -----
+
+// A relaxed alpha is fed as a trailing 0-d operand shared by every element.
+// CHECK-LABEL: terra.graph @foreach_add_fed_alpha
+// CHECK:         %[[A:.*]] = tensor.extract %[[LR:.*]][] : tensor<f32>
+// CHECK:         linalg.generic
+// CHECK:           arith.mulf %{{.*}}, %[[A]] : f32
+// CHECK:         %[[B:.*]] = tensor.extract %[[LR]][] : tensor<f32>
+// CHECK:         linalg.generic
+// CHECK:           arith.mulf %{{.*}}, %[[B]] : f32
+terra.graph @foreach_add_fed_alpha {
+  %a0 = terra.feed 1 : tensor<3xf32>
+  %a1 = terra.feed 2 : tensor<2xf32>
+  %lr = terra.feed 3 : tensor<f32>
+  %r:2 = terra.op "aten._foreach_add_.List"(%a0, %a1, %a0, %a1, %lr) : (tensor<3xf32>, tensor<2xf32>, tensor<3xf32>, tensor<2xf32>, tensor<f32>) -> (tensor<3xf32>, tensor<2xf32>)
+  terra.fetch 0 %r#0 : tensor<3xf32>
+  terra.fetch 1 %r#1 : tensor<2xf32>
+}
+
+// -----
+
+// Fed scalars that do not match the lists (one per element): left for the host.
+// CHECK-LABEL: terra.graph @foreach_fed_scalars_wrong_length_stays
+// CHECK:         terra.op "aten._foreach_div_.ScalarList"
+// CHECK-NOT:     linalg.generic
+terra.graph @foreach_fed_scalars_wrong_length_stays {
+  %a0 = terra.feed 1 : tensor<3xf32>
+  %a1 = terra.feed 2 : tensor<2xf32>
+  %s = terra.feed 3 : tensor<3xf32>
+  %r:2 = terra.op "aten._foreach_div_.ScalarList"(%a0, %a1, %s) : (tensor<3xf32>, tensor<2xf32>, tensor<3xf32>) -> (tensor<3xf32>, tensor<2xf32>)
+  terra.fetch 0 %r#0 : tensor<3xf32>
+  terra.fetch 1 %r#1 : tensor<2xf32>
+}
+
+// -----
+
 // Operand count not a multiple of the result count: left for the host.
 // CHECK-LABEL: terra.graph @foreach_bad_arity_stays
 // CHECK:         terra.op "aten._foreach_mul.List"
