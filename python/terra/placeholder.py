@@ -54,6 +54,7 @@ class Placeholder(torch.Tensor):
         # like the real view would be: its address and its base's identity.
         r._terra_addr = None
         r._terra_base = None
+        r._terra_key = None  # the recorder's identity, cached (tracing.key)
         r._terra_real = None
         r._terra_resolve = None  # () -> torch.Tensor, for escaped values
         r._terra_where = ""      # the op that produced it, for errors

@@ -197,13 +197,21 @@ class _Recorder(TorchDispatchMode):
     # -- identity ----------------------------------------------------------
     @staticmethod
     def key(t: torch.Tensor) -> Key:
+        if isinstance(t, Placeholder):
+            # A placeholder's metadata never changes: its key is computed once.
+            k = t._terra_key
+            if k is None:
+                if t.numel() == 0:
+                    k = ("empty", id(t))
+                elif t._terra_addr is not None:
+                    k = (t.device, t._terra_addr, tuple(t.shape), tuple(t.stride()), t.dtype)
+                else:
+                    k = (t.device, id(t._terra_token), t.storage_offset(), tuple(t.shape),
+                         tuple(t.stride()), t.dtype)
+                t._terra_key = k
+            return k
         if t.numel() == 0:
             return ("empty", id(t))
-        if isinstance(t, Placeholder):
-            if t._terra_addr is not None:
-                return (t.device, t._terra_addr, tuple(t.shape), tuple(t.stride()), t.dtype)
-            return (t.device, id(t._terra_token), t.storage_offset(), tuple(t.shape), tuple(t.stride()),
-                    t.dtype)
         return (t.device, t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
 
     @staticmethod
