@@ -47,8 +47,8 @@ def eager_ms(fn, repeat: int = REPEAT) -> float:
 
 def terra_run_ms(argv: list[str], repeat: int = REPEAT) -> tuple[float, float]:
     """(compile ms, median run ms) of `terra-run argv` with --repeat."""
-    # OpenBLAS (the graphs' GEMM/convolution library) gets the same thread
-    # count as eager torch.
+    # The graphs' libraries get the same thread count as eager torch:
+    # OpenBLAS (GEMMs), whose count oneDNN (convolutions) follows.
     env = {**os.environ, "OPENBLAS_NUM_THREADS": str(torch.get_num_threads())}
     out = subprocess.run([str(TERRA_RUN), *argv, "--repeat", str(repeat), "--timing"],
                          capture_output=True, text=True, check=True, env=env).stdout

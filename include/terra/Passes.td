@@ -92,18 +92,16 @@ def TerraLowerGraph : Pass<"terra-lower-graph", "mlir::ModuleOp"> {
 }
 
 def TerraLibraryCalls : Pass<"terra-library-calls", "mlir::ModuleOp"> {
-  let summary = "Replace bufferized GEMMs and convolutions by runtime library calls";
+  let summary = "Replace bufferized GEMMs by runtime library calls";
   let description = [{
-    Runs after one-shot bufferization. Each `linalg.matmul`,
-    `linalg.batch_matmul` (f32/f64, default indexing maps),
-    `linalg.conv_2d_nchw_fchw` (f32/f64), and convolution-gradient
-    `linalg.generic`s tagged `terra.library` by the lowering (checked to
-    still have the exact maps and body built from their stride/dilation) on
-    strided memrefs becomes a `func.call` of a C-interface entry point of the
-    runtime (lib/Runtime/Library.cpp): OpenBLAS `?gemm` for the products,
-    im2col + `?gemm` for the convolution and its gradients. The ops accumulate into their output like
-    the linalg ops do; a zero `linalg.fill` of the output right before the op
-    is folded into the call (BLAS beta = 0). Transposed operands (unit stride
+    Runs after one-shot bufferization. Each `linalg.matmul` and
+    `linalg.batch_matmul` (f32/f64, default indexing maps) on strided
+    memrefs becomes a `func.call` of a C-interface entry point of the
+    runtime (lib/Runtime/Library.cpp): OpenBLAS `?gemm`. (Convolutions go
+    to the library before bufferization: terra-library-convolutions.) The
+    ops accumulate into their output like the linalg ops do; a zero
+    `linalg.fill` of the output right before the op is folded into the
+    call (BLAS beta = 0). Transposed operands (unit stride
     in the leading dim) go to BLAS without a copy. The runtime keeps a
     direct loop for products too small for a BLAS call to pay
     (docs/passes.md states the rule). Ops with other element types, maps or
@@ -129,6 +127,38 @@ def TerraLibraryCalls : Pass<"terra-library-calls", "mlir::ModuleOp"> {
     "mlir::arith::ArithDialect", "mlir::linalg::LinalgDialect"];
   let statistics = [
     Statistic<"numGemm", "gemm-calls", "Matrix products turned into BLAS calls">,
+  ];
+}
+
+def TerraLibraryConvolutions
+    : Pass<"terra-library-convolutions", "mlir::ModuleOp"> {
+  let summary = "Replace 2-D convolutions and their gradients by runtime library calls";
+  let description = [{
+    Runs on tensors, before bufferization (first in the CPU pipeline). Each
+    f32/f64 `linalg.conv_2d_nchw_fchw`, `linalg.conv_2d_ngchw_gfchw` and
+    convolution-gradient `linalg.generic` tagged `terra.library` by the
+    lowering (checked to still have the exact maps and body built from its
+    stride and dilation) with static spatial sizes becomes a `func.call` of
+    a C-interface entry point of the runtime (lib/Runtime/LibraryConv.cpp:
+    oneDNN for f32, im2col + GEMM for f64): `terra_lib_conv2d_*`,
+    `terra_lib_conv2d_grad_input_*`, `terra_lib_conv2d_grad_weight_*`.
+    Producers that materialize what the library does implicitly are looked
+    through: the zero `tensor.pad` of the input becomes the call's padding,
+    grad_output spread out with strides into zeros (`tensor.insert_slice`)
+    becomes the call's stride, group splits (`tensor.expand_shape`) become
+    the group count, and the forward's broadcast bias init becomes its bias
+    argument; the copies then die. Inputs are passed with
+    `bufferization.to_buffer read_only` (no copy), the output is a fresh
+    `memref.alloc` returned through `bufferization.to_tensor restrict
+    writable`; a zero-filled init makes the call overwrite, any other init
+    is copied into the output and accumulated into. Ops that do not match
+    stay linalg and become loops.
+  }];
+  let dependentDialects = [
+    "mlir::func::FuncDialect", "mlir::memref::MemRefDialect",
+    "mlir::arith::ArithDialect", "mlir::tensor::TensorDialect",
+    "mlir::bufferization::BufferizationDialect"];
+  let statistics = [
     Statistic<"numConv", "conv-calls", "Convolutions turned into library calls">,
   ];
 }

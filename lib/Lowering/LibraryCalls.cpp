@@ -1,10 +1,10 @@
 //===- LibraryCalls.cpp - The terra-library-calls pass --------------------===//
 //
-// After bufferization, GEMMs and convolutions become calls of the runtime's
-// library entry points (lib/Runtime/Library.cpp): OpenBLAS for the matrix
-// products, im2col + GEMM for the convolution. Loops generated from the
+// After bufferization, GEMMs become calls of the runtime's library entry
+// points (lib/Runtime/Library.cpp): OpenBLAS. Loops generated from the
 // named linalg ops do not tile or pack, so they run far below the machine's
-// peak; the library path is what PyTorch itself uses on CPU.
+// peak; the library path is what PyTorch itself uses on CPU. (Convolutions
+// become library calls earlier, on tensors: LibraryConvolutions.cpp.)
 //
 // Operands are passed as fully dynamic strided memrefs (`memref.cast`), so
 // one entry point per element type serves every shape and layout; the
@@ -18,7 +18,6 @@
 // not provably contiguous are copied first (see the pass description).
 //
 //===----------------------------------------------------------------------===//
-#include "terra/Lowering/ConvolutionMaps.h"
 #include "terra/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
@@ -95,61 +94,6 @@ linalg::FillOp zeroFillBefore(Operation *op, Value out) {
   return {};
 }
 
-/// True when `g`'s body is `out + in0 * in1` (the gradient reductions).
-bool isMulAddBody(linalg::GenericOp g) {
-  Block &body = g.getRegion().front();
-  if (body.getOperations().size() != 3)
-    return false;
-  auto mul = dyn_cast<arith::MulFOp>(body.front());
-  auto add = dyn_cast<arith::AddFOp>(*std::next(body.begin()));
-  auto yield = dyn_cast<linalg::YieldOp>(body.getTerminator());
-  if (!mul || !add || !yield || yield.getNumOperands() != 1 ||
-      yield.getOperand(0) != add.getResult())
-    return false;
-  Value a0 = body.getArgument(0), a1 = body.getArgument(1),
-        acc = body.getArgument(2);
-  return mul.getLhs() == a0 && mul.getRhs() == a1 && add.getLhs() == acc &&
-         add.getRhs() == mul.getResult();
-}
-
-/// The routine a tagged convolution-gradient generic computes, with its
-/// stride and dilation, when its structure is still exactly the one the
-/// lowering built (fusion or canonicalization may have changed it).
-struct ConvGradMatch {
-  StringRef routine;
-  std::array<int64_t, 2> stride, dilation;
-};
-std::optional<ConvGradMatch> matchConvGrad(linalg::GenericOp g) {
-  auto routine = g->getAttrOfType<StringAttr>(kLibraryAttr);
-  auto stride = g->getAttrOfType<DenseI64ArrayAttr>(kLibraryStrideAttr);
-  auto dilation = g->getAttrOfType<DenseI64ArrayAttr>(kLibraryDilationAttr);
-  if (!routine || !stride || !dilation || stride.size() != 2 ||
-      dilation.size() != 2 || g.getNumDpsInputs() != 2 ||
-      g.getNumDpsInits() != 1 || !isMulAddBody(g))
-    return std::nullopt;
-  ConvGradMatch m{routine.getValue(), {stride[0], stride[1]},
-                  {dilation[0], dilation[1]}};
-  ConvGradMaps expected;
-  if (m.routine == "conv2d_grad_input") {
-    // The kernel extent is part of the maps: read it off the weight.
-    auto wt = cast<MemRefType>(g.getDpsInputs()[1].getType());
-    if (wt.getRank() != 5 || wt.isDynamicDim(3) || wt.isDynamicDim(4))
-      return std::nullopt;
-    expected = convGradInputMaps(g.getContext(),
-                                 {wt.getDimSize(3), wt.getDimSize(4)},
-                                 m.dilation);
-  } else if (m.routine == "conv2d_grad_weight") {
-    expected = convGradWeightMaps(g.getContext(), m.stride, m.dilation);
-  } else {
-    return std::nullopt;
-  }
-  if (g.getIndexingMapsArray() != ArrayRef<AffineMap>(expected.maps) ||
-      g.getIteratorTypesArray() !=
-          ArrayRef<utils::IteratorType>(expected.iterators))
-    return std::nullopt;
-  return m;
-}
-
 class LibraryCallBuilder {
 public:
   explicit LibraryCallBuilder(ModuleOp module) : module(module), symbols(module) {}
@@ -158,12 +102,11 @@ public:
   using Prepare = function_ref<Value(RewriterBase &, Location, Value)>;
 
   /// Replaces `op` by a call of `name` on `memrefs` (cast to dynamic
-  /// strided types), then `extra` i64 scalars, then the overwrite flag (i64: an
-  /// i1 argument has no well-defined C ABI without zeroext). `prepare`, when
-  /// given, maps each operand other than `out` first.
+  /// strided types), then the overwrite flag (i64: an i1 argument has no
+  /// well-defined C ABI without zeroext). `prepare`, when given, maps each
+  /// operand other than `out` first.
   void replace(RewriterBase &rw, Operation *op, StringRef name,
-               ValueRange memrefs, ArrayRef<int64_t> extra, Value out,
-               Prepare prepare = nullptr) {
+               ValueRange memrefs, Value out, Prepare prepare = nullptr) {
     Location loc = op->getLoc();
     rw.setInsertionPoint(op);
     linalg::FillOp fill = zeroFillBefore(op, out);
@@ -175,9 +118,6 @@ public:
       args.push_back(t == v.getType() ? v
                                       : memref::CastOp::create(rw, loc, t, v));
     }
-    for (int64_t e : extra)
-      args.push_back(
-          arith::ConstantOp::create(rw, loc, rw.getI64IntegerAttr(e)));
     args.push_back(arith::ConstantOp::create(
         rw, loc, rw.getI64IntegerAttr(fill ? 1 : 0)));
     func::FuncOp f = declare(name, ValueRange(args).getTypes());
@@ -256,36 +196,15 @@ struct TerraLibraryCallsPass
         if (mm.hasUserDefinedMaps() || !libraryOperands(op->getOperands(), suffix))
           continue;
         builder.replace(rw, op, "terra_lib_matmul_" + suffix, op->getOperands(),
-                        {}, mm.getOutputs()[0]);
+                        mm.getOutputs()[0]);
         ++numGemm;
       } else if (auto bmm = dyn_cast<linalg::BatchMatmulOp>(op)) {
         if (bmm.hasUserDefinedMaps() ||
             !libraryOperands(op->getOperands(), suffix))
           continue;
         builder.replace(rw, op, "terra_lib_batch_matmul_" + suffix,
-                        op->getOperands(), {}, bmm.getOutputs()[0]);
+                        op->getOperands(), bmm.getOutputs()[0]);
         ++numGemm;
-      } else if (auto conv = dyn_cast<linalg::Conv2DNchwFchwOp>(op)) {
-        if (!libraryOperands(op->getOperands(), suffix))
-          continue;
-        auto strides = conv.getStrides().getValues<int64_t>();
-        auto dilations = conv.getDilations().getValues<int64_t>();
-        SmallVector<int64_t> extra{strides[0], strides[1], dilations[0],
-                                   dilations[1]};
-        builder.replace(rw, op, "terra_lib_conv2d_nchw_fchw_" + suffix,
-                        op->getOperands(), extra, conv.getOutputs()[0]);
-        ++numConv;
-      } else if (auto gen = dyn_cast<linalg::GenericOp>(op)) {
-        std::optional<ConvGradMatch> m = matchConvGrad(gen);
-        if (!m || !libraryOperands(op->getOperands(), suffix))
-          continue;
-        SmallVector<int64_t> extra;
-        if (m->routine == "conv2d_grad_weight")
-          extra = {m->stride[0], m->stride[1]};
-        extra.append({m->dilation[0], m->dilation[1]});
-        builder.replace(rw, op, ("terra_lib_" + m->routine + "_" + suffix).str(),
-                        op->getOperands(), extra, gen.getDpsInits()[0]);
-        ++numConv;
       }
     }
   }
@@ -313,7 +232,7 @@ struct TerraLibraryCallsPass
         continue;
       StringRef kind = isa<linalg::MatmulOp>(op) ? "matmul" : "batch_matmul";
       builder.replace(rw, op, ("terra_cuda_" + kind + "_" + suffix).str(),
-                      op->getOperands(), {}, out, contiguousCopy);
+                      op->getOperands(), out, contiguousCopy);
       ++numGemm;
     }
   }

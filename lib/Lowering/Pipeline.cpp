@@ -1,9 +1,10 @@
 //===- Pipeline.cpp - The CPU lowering pipeline ---------------------------===//
 //
-// terra.graph (tensors) -> LLVM dialect, using upstream passes: linalg
+// terra.graph (tensors) -> LLVM dialect, using upstream passes: library
+// calls for convolutions (terra-library-convolutions, on tensors), linalg
 // elementwise fusion on tensors, one-shot bufferization, library calls for
-// GEMM and convolution (terra-library-calls), loops, ownership-
-// based deallocation, and the standard conversions to LLVM. Buffers are
+// GEMMs (terra-library-calls), loops, ownership-based deallocation, and the
+// standard conversions to LLVM. Buffers are
 // allocated through `_mlir_memref_to_llvm_alloc`/`free`, which the runtime
 // provides, so every buffer of a graph run is tracked and released even
 // when the run is cancelled. The GPU pipeline (GPU/GPUPipeline.cpp) shares
@@ -46,13 +47,16 @@ void terra::addBufferizationPasses(OpPassManager &pm) {
 }
 
 void terra::buildCPULoweringPipeline(OpPassManager &pm) {
+  // Convolutions go to the runtime's oneDNN-backed entry points, on tensors
+  // so that the padded input copies die (before fusion can change them).
+  pm.addPass(createTerraLibraryConvolutions());
   addFusionPasses(pm);
   // exp/log/tanh/erf/... as polynomials that vectorize with the fused loop.
   pm.addPass(createTerraApproximateMath());
   // Float sums may be reassociated, so that their loops vectorize.
   pm.addPass(createTerraReassociateReductions());
   addBufferizationPasses(pm);
-  // GEMMs and convolutions go to the runtime's BLAS-backed entry points.
+  // GEMMs go to the runtime's BLAS-backed entry points.
   pm.addPass(createTerraLibraryCalls());
   pm.addPass(createConvertLinalgToLoopsPass());
   bufferization::BufferDeallocationPipelineOptions deallocOpts;

@@ -12,6 +12,7 @@
 #include "RuntimeInternal.h"
 
 #include <csetjmp>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -211,6 +212,15 @@ bool hostResultImpl(RunState *run, int64_t index, DType dtype,
 
 namespace terra::rt::detail {
 RunState *&currentRun() { return current; }
+
+void failLibraryCall(const char *message) {
+  if (RunState *run = current) {
+    failRun(run, message);
+    unwind(run);
+  }
+  std::fprintf(stderr, "terra: %s\n", message);
+  std::abort();
+}
 
 void verifyPublished(RunState &run, void *buffer) {
   for (const RunState::FetchCheck &c : run.fetchChecks) {

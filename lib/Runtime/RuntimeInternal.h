@@ -26,8 +26,14 @@ RunState *&currentRun();
 void verifyPublished(RunState &run, void *buffer);
 /// Names and addresses of every entry point compiled graphs call.
 std::vector<std::pair<llvm::StringRef, void *>> runtimeSymbols();
-/// Adds the GEMM/convolution entry points of Library.cpp to `syms`.
+/// Adds the GEMM/convolution entry points of Library.cpp and
+/// LibraryConv.cpp to `syms`.
 void appendLibrarySymbols(std::vector<std::pair<llvm::StringRef, void *>> &syms);
+/// Fails the graph run executing on this thread with `message` and unwinds
+/// it; outside a run, prints the message and aborts. For the library entry
+/// points' argument checks: call it only from an entry point's own frame,
+/// before any C++ object with a destructor exists there.
+[[noreturn]] void failLibraryCall(const char *message);
 } // namespace detail
 
 } // namespace terra::rt

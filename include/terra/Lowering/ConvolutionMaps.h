@@ -2,10 +2,10 @@
 //
 // The convolution gradients lower to linalg.generic reductions over
 // group-split 5-D operands (TerraToLinalg/Convolution.cpp). The same maps
-// let terra-library-calls recognise those generics after bufferization and
-// hand them to the runtime's im2col + GEMM entry points: a generic is only
-// replaced when its maps are exactly the ones built here from the
-// parameters recorded on it, so a generic that fusion changed stays loops.
+// let terra-library-convolutions recognise those generics (on tensors,
+// before fusion) and hand them to the runtime's convolution entry points: a
+// generic is only replaced when its maps are exactly the ones built here
+// from the parameters recorded on it, so a changed generic stays loops.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TERRA_LOWERING_CONVOLUTIONMAPS_H

@@ -25,7 +25,10 @@
 // requested ones in order.
 //
 // The gradient generics carry `terra.library` (with stride and dilation) so
-// that terra-library-calls runs them as im2col + GEMM after bufferization.
+// that, on the CPU, terra-library-convolutions recognizes them (and the
+// named convolutions) and calls the runtime's oneDNN-backed entry points
+// with the unpadded input and the original grad_output instead; this linalg
+// form is what other backends (the GPU pipeline) compile.
 //
 // Both need static spatial sizes (input, weight, output) and f32/f64;
 // batch and channel sizes may be dynamic and get runtime guards. Transposed
@@ -220,8 +223,8 @@ Value buildReduction(OpBuilder &b, Location loc, Value init, ValueRange ins,
 }
 
 /// Records on the generic defining `r` which library routine it computes
-/// (terra-library-calls replaces it after bufferization when its maps are
-/// still the ones built from these parameters).
+/// (terra-library-convolutions replaces it when its maps are still the
+/// ones built from these parameters).
 void tagLibrary(OpBuilder &b, Value r, StringRef routine,
                 ArrayRef<int64_t> stride, ArrayRef<int64_t> dilation) {
   Operation *op = r.getDefiningOp();

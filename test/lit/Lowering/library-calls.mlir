@@ -1,5 +1,6 @@
-// Bufferized GEMMs and convolutions become calls of the runtime's library
-// entry points; a zero fill right before the op folds into the call.
+// Bufferized GEMMs become calls of the runtime's library entry points; a
+// zero fill right before the op folds into the call. (Convolutions go to the
+// library earlier, on tensors: library-convolutions.mlir.)
 // RUN: terra-opt %s -split-input-file -terra-library-calls | FileCheck %s
 
 // CHECK-LABEL: func.func private @terra_lib_matmul_f32(memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?x?xf32, strided<[?, ?], offset: ?>>, i64) attributes {llvm.emit_c_interface}
@@ -44,14 +45,10 @@ func.func @mm_fill_one(%a: memref<2x5x7xf32>, %b: memref<2x7x3xf32>, %c: memref<
 
 // -----
 
-// Convolutions pass strides then dilations.
+// Convolutions are not this pass's: a bufferized one stays linalg.
 // CHECK-LABEL: func.func @conv
-// CHECK:         %[[SH:.*]] = arith.constant 2 : i64
-// CHECK-NEXT:    %[[SW:.*]] = arith.constant 2 : i64
-// CHECK-NEXT:    %[[DH:.*]] = arith.constant 1 : i64
-// CHECK-NEXT:    %[[DW:.*]] = arith.constant 1 : i64
-// CHECK-NEXT:    %[[F:.*]] = arith.constant 0 : i64
-// CHECK-NEXT:    call @terra_lib_conv2d_nchw_fchw_f32({{.*}}, {{.*}}, {{.*}}, %[[SH]], %[[SW]], %[[DH]], %[[DW]], %[[F]])
+// CHECK-NOT:     call
+// CHECK:         linalg.conv_2d_nchw_fchw
 func.func @conv(%i: memref<1x3x9x9xf32>, %w: memref<4x3x3x3xf32>, %o: memref<1x4x4x4xf32>) {
   linalg.conv_2d_nchw_fchw {strides = dense<2> : tensor<2xi64>, dilations = dense<1> : tensor<2xi64>}
     ins(%i, %w : memref<1x3x9x9xf32>, memref<4x3x3x3xf32>) outs(%o : memref<1x4x4x4xf32>)
@@ -70,50 +67,4 @@ func.func @untouched(%a: memref<5x7xi32>, %b: memref<7x3xi32>, %c: memref<5x3xi3
   linalg.matmul ins(%a, %b : memref<5x7xi32>, memref<7x3xi32>) outs(%c : memref<5x3xi32>)
   %r = linalg.matmul ins(%ta, %tb : tensor<5x7xf32>, tensor<7x3xf32>) outs(%tc : tensor<5x3xf32>) -> tensor<5x3xf32>
   return %r : tensor<5x3xf32>
-}
-
-// -----
-
-// A tagged convolution-gradient generic is replaced only while its maps are
-// the ones its parameters give: here grad_weight with stride 2 is called...
-// CHECK-LABEL: func.func @grad_weight
-// CHECK:         call @terra_lib_conv2d_grad_weight_f32({{.*}}) : ({{.*}}, i64, i64, i64, i64, i64) -> ()
-// CHECK-NOT:     linalg.generic
-#gwx = affine_map<(g, f, c, n, oh, ow, i, j) -> (n, g, c, oh * 2 + i, ow * 2 + j)>
-#gwg = affine_map<(g, f, c, n, oh, ow, i, j) -> (n, g, f, oh, ow)>
-#gwo = affine_map<(g, f, c, n, oh, ow, i, j) -> (g, f, c, i, j)>
-func.func @grad_weight(%x: memref<2x1x3x9x9xf32>, %go: memref<2x1x4x4x4xf32>, %o: memref<1x4x3x3x3xf32>) {
-  linalg.generic {indexing_maps = [#gwx, #gwg, #gwo],
-                  iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]}
-      ins(%x, %go : memref<2x1x3x9x9xf32>, memref<2x1x4x4x4xf32>) outs(%o : memref<1x4x3x3x3xf32>)
-      attrs = {terra.library = "conv2d_grad_weight", terra.stride = array<i64: 2, 2>, terra.dilation = array<i64: 1, 1>} {
-  ^bb0(%a: f32, %b: f32, %acc: f32):
-    %m = arith.mulf %a, %b : f32
-    %s = arith.addf %acc, %m : f32
-    linalg.yield %s : f32
-  }
-  return
-}
-
-// -----
-
-// ...but with a tag that disagrees with the maps (stride 1 recorded, stride
-// 2 in the maps) it stays a generic.
-// CHECK-LABEL: func.func @grad_weight_mismatch
-// CHECK-NOT:     call
-// CHECK:         linalg.generic
-#mx = affine_map<(g, f, c, n, oh, ow, i, j) -> (n, g, c, oh * 2 + i, ow * 2 + j)>
-#mg = affine_map<(g, f, c, n, oh, ow, i, j) -> (n, g, f, oh, ow)>
-#mo = affine_map<(g, f, c, n, oh, ow, i, j) -> (g, f, c, i, j)>
-func.func @grad_weight_mismatch(%x: memref<2x1x3x9x9xf32>, %go: memref<2x1x4x4x4xf32>, %o: memref<1x4x3x3x3xf32>) {
-  linalg.generic {indexing_maps = [#mx, #mg, #mo],
-                  iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]}
-      ins(%x, %go : memref<2x1x3x9x9xf32>, memref<2x1x4x4x4xf32>) outs(%o : memref<1x4x3x3x3xf32>)
-      attrs = {terra.library = "conv2d_grad_weight", terra.stride = array<i64: 1, 1>, terra.dilation = array<i64: 1, 1>} {
-  ^bb0(%a: f32, %b: f32, %acc: f32):
-    %m = arith.mulf %a, %b : f32
-    %s = arith.addf %acc, %m : f32
-    linalg.yield %s : f32
-  }
-  return
 }
