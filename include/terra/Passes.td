@@ -182,6 +182,23 @@ def TerraApproximateMath : Pass<"terra-approximate-math"> {
                            "mlir::vector::VectorDialect"];
 }
 
+def TerraFuseElementwise : Pass<"terra-fuse-elementwise"> {
+  let summary = "Fuse elementwise linalg ops, keeping contractions and convolutions named";
+  let description = [{
+    Upstream's elementwise fusion, reshape propagation by expansion and
+    constant folding (what `linalg-fuse-elementwise-ops` runs), with a
+    control that refuses every edge whose producer has other uses or whose
+    producer or consumer is a contraction (matmul, batch matmul) or a
+    convolution. Upstream's own pass folds operand transposes and result
+    reshapes into named matmuls, turning them into `linalg.generic`
+    contractions that `terra-library-calls` no longer recognizes; they then
+    run as scalar loops instead of BLAS calls. Transposes feeding a matmul
+    stay separate copies here (BLAS reads the result).
+  }];
+  let dependentDialects = ["mlir::affine::AffineDialect", "mlir::linalg::LinalgDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
 def TerraReassociateReductions : Pass<"terra-reassociate-reductions"> {
   let summary = "Allow float sum reductions to be reassociated so they vectorize";
   let description = [{

@@ -27,7 +27,7 @@ using namespace mlir;
 
 void terra::addFusionPasses(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
-  pm.addPass(createLinalgElementwiseOpFusionPass());
+  pm.addPass(createTerraFuseElementwise());
   pm.addPass(createCSEPass());
 }
 
