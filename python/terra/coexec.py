@@ -193,7 +193,13 @@ def _foreach_rule(func: Any) -> Any:
     return rule
 
 
+def _adaptive_avg_pool2d_backward(grad_output: torch.Tensor, input: torch.Tensor) -> torch.Tensor:
+    return torch.empty_strided(tuple(input.shape), tuple(input.stride()), dtype=input.dtype,
+                               device="meta")
+
+
 _META_RULES = {"aten.convolution_backward.default": _convolution_backward,
+               "aten._adaptive_avg_pool2d_backward.default": _adaptive_avg_pool2d_backward,
                "aten.grid_sampler_2d_backward.default": _grid_sampler_2d_backward,
                "aten.index.Tensor": _index_tensor}
 

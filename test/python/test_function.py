@@ -322,6 +322,25 @@ def test_multi_tensor_update_is_what_the_graph_runs() -> None:
     assert terra.stats(fn)["coexec_iterations"] >= 1
 
 
+def test_adaptive_average_pooling_backward_co_executes() -> None:
+    """`_adaptive_avg_pool2d_backward` has no meta kernel in torch 1.13: its
+    result is shaped like the pooled input (SDPoint deviated on it)."""
+    def make() -> tuple:
+        model = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.AdaptiveAvgPool2d((3, 3)), nn.Flatten(),
+                              nn.Linear(36, 3))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y):
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    stats = compare(make, images(6), max_fallbacks=0)
+    assert stats["coexec_iterations"] >= 3
+
+
 def test_value_read_again_after_an_in_place_write() -> None:
     """A value the host read (fetched) and then changed in place is read
     anew, not from the earlier fetch; tiny values are computed on the host."""
