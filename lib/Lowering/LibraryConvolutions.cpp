@@ -61,15 +61,7 @@ struct ConvCall {
 /// tensor.expand_shape that split them, if that is what `v` is, else a
 /// collapse.
 Value ungroup(OpBuilder &b, Location loc, Value v, int64_t dim) {
-  SmallVector<ReassociationIndices> groups;
-  for (int64_t d = 0; d < 5; ++d) {
-    if (d == dim + 1)
-      continue;
-    if (d == dim)
-      groups.push_back({d, d + 1});
-    else
-      groups.push_back({d});
-  }
+  SmallVector<ReassociationIndices> groups = mergedDimsReassociation(5, dim);
   if (auto expand = v.getDefiningOp<tensor::ExpandShapeOp>())
     if (expand.getReassociationIndices() == groups)
       return expand.getSrc();

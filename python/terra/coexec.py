@@ -185,7 +185,7 @@ def _foreach_rule(func: Any) -> Any:
     first list, shaped and typed like it."""
     if not op_info(func).name.startswith("aten._foreach_"):
         return None
-    if not func._schema.returns:
+    if not op_info(func).ret_alias:  # one entry per return
         return lambda *args, **kwargs: None
 
     def rule(first: Any, *args: Any, **kwargs: Any) -> list:

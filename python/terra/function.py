@@ -375,7 +375,7 @@ class TerraFunction:
         # result that aliases an input is copied (the graph may reuse that
         # buffer while the result is still in use).
         tensors = [torch.from_numpy(a) for a in arrays]
-        if any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments):
+        if any(writes for *_, writes in tracing.op_info(func).args):
             tensors = [t.clone() for t in tensors]
         inputs = {_storage_ptr(t) for t in tensors}
         pos: list = []

@@ -72,9 +72,9 @@ def storage_of(t: torch.Tensor) -> Any:
 
 def _arg(func: Any, args: tuple, kwargs: dict, name: str, default: Any) -> Any:
     """The value of schema argument `name` in a call, or `default`."""
-    for i, a in enumerate(func._schema.arguments):
-        if a.name == name:
-            if i < len(args) and not a.kwarg_only:
+    for i, aname, kwarg_only, _, _ in op_info(func).args:
+        if aname == name:
+            if i < len(args) and not kwarg_only:
                 return args[i]
             return kwargs.get(name, default)
     return default
@@ -97,10 +97,6 @@ def op_name(func: Any) -> str:
     the lowering registry's names (the "default" overload is dropped)."""
     name = str(func)
     return name[: -len(".default")] if name.endswith(".default") else name
-
-
-def _namespace(func: Any) -> str:
-    return func._schema.name.split("::", 1)[0]
 
 
 class OpInfo:

@@ -209,31 +209,6 @@ def test_adam_co_executes_with_relaxed_scalars(foreach: Any) -> None:
         assert "aten.addcdiv_.value" in relaxed and "aten.div.Tensor.other" in relaxed
 
 
-def test_adam_step_counter_is_read_on_the_host_without_waiting_for_the_graph() -> None:
-    """Adam's `step` counters are tiny values the host knows (state plus
-    one): the host computes them itself, so the per-parameter `step.item()`
-    (twice each in the multi-tensor update) does not wait for the graph;
-    only `loss.item()` does."""
-    def make() -> tuple:
-        model = mlp()
-        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss.item()
-        return step, model, opt
-    stats = compare(make, batches(8), max_fallbacks=0)
-    coexec = [s for s in stats["steps"] if s["phase"] == "coexec"]
-    assert coexec
-    n_params = 4
-    for s in coexec:
-        assert s["graph_reads"] == 1, s
-        assert s["host_reads"] == 2 * n_params, s
-
-
 def _optimizer_program(kind: str, schedule: bool = False, **options: Any) -> Callable[[], tuple]:
     def make() -> tuple:
         model = mlp()
@@ -255,6 +230,20 @@ def _optimizer_program(kind: str, schedule: bool = False, **options: Any) -> Cal
 
 def _op_names(fn: Any) -> set[str]:
     return {ev.name for t in fn.traces for ev in t.ops}
+
+
+def test_adam_step_counter_is_read_on_the_host_without_waiting_for_the_graph() -> None:
+    """Adam's `step` counters are tiny values the host knows (state plus
+    one): the host computes them itself, so the per-parameter `step.item()`
+    (twice each in the multi-tensor update) does not wait for the graph;
+    only `loss.item()` does."""
+    stats = compare(_optimizer_program("adam"), batches(8), max_fallbacks=0)
+    coexec = [s for s in stats["steps"] if s["phase"] == "coexec"]
+    assert coexec
+    n_params = 4
+    for s in coexec:
+        assert s["graph_reads"] == 1, s
+        assert s["host_reads"] == 2 * n_params, s
 
 
 @pytest.mark.parametrize("kind,options", [
@@ -325,19 +314,9 @@ def test_multi_tensor_update_is_what_the_graph_runs() -> None:
 def test_adaptive_average_pooling_backward_co_executes() -> None:
     """`_adaptive_avg_pool2d_backward` has no meta kernel in torch 1.13: its
     result is shaped like the pooled input (SDPoint deviated on it)."""
-    def make() -> tuple:
-        model = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.AdaptiveAvgPool2d((3, 3)), nn.Flatten(),
-                              nn.Linear(36, 3))
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-
-        def step(x, y):
-            loss = F.cross_entropy(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-        return step, model, opt
-    stats = compare(make, images(6), max_fallbacks=0)
+    pooled = lambda: nn.Sequential(nn.Conv2d(2, 4, 3, padding=1),  # noqa: E731
+                                   nn.AdaptiveAvgPool2d((3, 3)), nn.Flatten(), nn.Linear(36, 3))
+    stats = compare(sgd_program(model_fn=pooled), images(6), max_fallbacks=0)
     assert stats["coexec_iterations"] >= 3
 
 

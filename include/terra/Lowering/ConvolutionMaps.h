@@ -11,6 +11,7 @@
 #ifndef TERRA_LOWERING_CONVOLUTIONMAPS_H
 #define TERRA_LOWERING_CONVOLUTIONMAPS_H
 
+#include "mlir/Dialect/Utils/ReshapeOpsUtils.h"
 #include "mlir/Dialect/Utils/StructuredOpsUtils.h"
 #include "mlir/IR/AffineMap.h"
 #include "llvm/ADT/SmallVector.h"
@@ -24,6 +25,22 @@ namespace terra {
 inline constexpr const char *kLibraryAttr = "terra.library";
 inline constexpr const char *kLibraryStrideAttr = "terra.stride";
 inline constexpr const char *kLibraryDilationAttr = "terra.dilation";
+
+/// The reassociation of a rank-`rank` shape that merges dims `dim` and
+/// `dim + 1` (the group and per-group channel dims of grouped convolutions).
+inline llvm::SmallVector<mlir::ReassociationIndices>
+mergedDimsReassociation(int64_t rank, int64_t dim) {
+  llvm::SmallVector<mlir::ReassociationIndices> groups;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == dim + 1)
+      continue;
+    if (d == dim)
+      groups.push_back({d, d + 1});
+    else
+      groups.push_back({d});
+  }
+  return groups;
+}
 
 struct ConvGradMaps {
   llvm::SmallVector<mlir::AffineMap, 3> maps;

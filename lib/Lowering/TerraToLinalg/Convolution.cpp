@@ -183,16 +183,8 @@ Value splitDim(OpBuilder &b, Location loc, Value v, int64_t dim,
 /// `v` with dims `dim` and `dim + 1` merged.
 Value mergeDims(OpBuilder &b, Location loc, Value v, int64_t dim) {
   int64_t rank = cast<RankedTensorType>(v.getType()).getRank();
-  SmallVector<ReassociationIndices> groups;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d == dim + 1)
-      continue;
-    if (d == dim)
-      groups.push_back({d, d + 1});
-    else
-      groups.push_back({d});
-  }
-  return tensor::CollapseShapeOp::create(b, loc, v, groups);
+  return tensor::CollapseShapeOp::create(b, loc, v,
+                                         mergedDimsReassociation(rank, dim));
 }
 
 Value zeroFilled(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes,
