@@ -8,6 +8,7 @@
 // GIL, so the runner thread's host callbacks can run Python.
 //
 //===----------------------------------------------------------------------===//
+#include "LoopHook.h"
 #include "terra/Frontend/Session.h"
 #include "terra/Runtime/GraphRunner.h"
 
@@ -293,6 +294,7 @@ PYBIND11_MODULE(_terra_native, m) {
   m.def("graph_threads", [] { return openblas_get_num_threads(); });
 
   m.doc() = "Terra-MLIR native runtime: compiler session, validator, runner";
+  terra::bindLoopHook(m);
 
   py::class_<Session>(m, "Session")
       .def(py::init<>())

@@ -272,8 +272,8 @@ class CoExecutor(_Recorder):
         record.site = site
         self.pending.pop(id(record), None)
 
-    def __torch_dispatch__(self, func: Any, types_: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
-        out = super().__torch_dispatch__(func, types_, args, kwargs)
+    def _dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        out = super()._dispatch(func, args, kwargs)
         if self.deviation is None and not self.paused:
             self._validate()
         return out

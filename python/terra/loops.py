@@ -15,9 +15,9 @@ range holds the frame's current instruction (`f_lasti`). Each level is a
 * `iteration`: which iteration of that run.
 
 Iterations are counted exactly, not guessed from positions: while a step
-runs, `LoopCounter` (a `sys.settrace` hook limited to frames whose code
-has loops, and to line events) counts arrivals at each loop's first
-instruction; Python reports a line event on every backward jump, so each
+runs, `LoopCounter` (a C trace hook that acts only in frames whose code
+has loops, and only on call and line events) counts arrivals at each
+loop's first instruction; Python reports a line event on every backward jump, so each
 iteration has its own count. Iterations that issue no traced event get
 no marker at all.
 
@@ -35,8 +35,9 @@ import dis
 import sys
 import types
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Iterable, Optional
 
+from . import native
 from .sites import Frame, Site
 
 _JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
@@ -92,59 +93,45 @@ class LoopCounter:
         with counter:                 # installs the trace hook
             step(...)
         counter.context(frames)       # while the step runs
+
+    The hook is a C trace function (`_terra_native.LoopHook`): a Python
+    `sys.settrace` hook made every Python call and traced line a Python
+    call, which slowed the host side 3-4x. `suspended()` leaves tracing
+    mode while the tracer's own code runs.
     """
 
     def __init__(self) -> None:
-        # Frames are identified by id() and never referenced: holding a
+        # Frames are identified by address and never referenced: holding a
         # frame keeps its locals alive, which changes what autograd does
-        # (AccumulateGrad steals a gradient only nobody else holds). An id
-        # reused by a later frame is told apart by its new activation,
-        # given when a call starts.
-        self.counts: dict[tuple[int, int], int] = {}
-        self.activations: dict[int, int] = {}
-        self._issued = 0
+        # (AccumulateGrad steals a gradient only nobody else holds). An
+        # address reused by a later frame is told apart by its new
+        # activation, given when a call starts.
+        self._hook = native.load().LoopHook(_code_info)
         self._loop_sites: dict[tuple, Site] = {}
-        self._saved: Any = None
         self.active = False
 
     # -- the hook ------------------------------------------------------------
     def __enter__(self) -> "LoopCounter":
-        self._saved = sys.gettrace()
         # A debugger or coverage tool owns the hook: loops are then not
         # counted (every loop is unrolled, as without loop markers).
-        self.active = self._saved is None
+        self.active = sys.gettrace() is None
         if self.active:
-            sys.settrace(self._call)
+            self._hook.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         if self.active:
-            sys.settrace(self._saved)
+            self._hook.stop()
         self.active = False
-        self.counts.clear()
-        self.activations.clear()
+        self._hook.clear()
 
-    def _call(self, frame: types.FrameType, event: str, arg: Any) -> Optional[Callable]:
-        code = frame.f_code
-        if event != "call" or not loop_ranges(code):
-            return None
-        if frame.f_lasti <= _ENTRY[code] or id(frame) not in self.activations:
-            self._activate(frame)
-        frame.f_trace_lines = True
-        return self._line
+    def suspend(self) -> bool:
+        """Leaves tracing mode (the tracer's own code runs untraced); True
+        if the caller must `resume()`."""
+        return self._hook.suspend()
 
-    def _activate(self, frame: types.FrameType) -> int:
-        self._issued += 1
-        self.activations[id(frame)] = self._issued
-        return self._issued
-
-    def _line(self, frame: types.FrameType, event: str, arg: Any) -> Callable:
-        if event == "line":
-            lasti = frame.f_lasti
-            if lasti in _STARTS[frame.f_code]:
-                key = (self.activations.get(id(frame), 0), lasti)
-                self.counts[key] = self.counts.get(key, 0) + 1
-        return self._line
+    def resume(self) -> None:
+        self._hook.resume()
 
     # -- contexts --------------------------------------------------------------
     def context(self, frames: Iterable[tuple[types.FrameType, Frame]]) -> Context:
@@ -154,19 +141,31 @@ class LoopCounter:
             return ()
         levels: list[LoopLevel] = []
         outer: tuple[Frame, ...] = ()
+        hook = self._hook
         for frame, info in reversed(list(frames)):
             code = frame.f_code
-            for start, end in loop_ranges(code):
+            ranges = _RANGES.get(code)
+            if ranges is None:
+                ranges = loop_ranges(code)
+            for start, end in ranges:
                 if start <= info.offset <= end:
                     key = (code, start, outer)
                     site = self._loop_sites.get(key)
                     if site is None:
                         head = Frame(info.file, info.function, _line_of(code, start), start)
                         site = self._loop_sites[key] = Site((head,) + outer)
-                    act = self.activations.get(id(frame)) or self._activate(frame)
-                    levels.append(LoopLevel(site, act, self.counts.get((act, start), 0)))
+                    act = hook.activation(frame)
+                    levels.append(LoopLevel(site, act, hook.count(act, start)))
             outer = (info,) + outer
         return tuple(levels)
+
+
+def _code_info(code: types.CodeType) -> Optional[tuple[int, frozenset[int]]]:
+    """For the C hook: (entry offset, loop first offsets) of a code object
+    with loops, else None."""
+    if not loop_ranges(code):
+        return None
+    return _ENTRY[code], _STARTS[code]
 
 
 def transitions(before: Context, after: Context) -> list[tuple[str, Optional[Site]]]:

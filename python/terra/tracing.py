@@ -308,7 +308,16 @@ class _Recorder(TorchDispatchMode):
 
     # -- ops -----------------------------------------------------------------
     def __torch_dispatch__(self, func: Any, types_: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
-        kwargs = kwargs or {}
+        # The tracer's own code runs outside tracing mode (loops.py).
+        counter = self.loop_counter
+        resume = counter.suspend()
+        try:
+            return self._dispatch(func, args, kwargs or {})
+        finally:
+            if resume:
+                counter.resume()
+
+    def _dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
         info = _OP_INFO.get(func) or op_info(func)
         if self.paused or not info.aten or threading.get_ident() != self.thread:
             return func(*args, **kwargs)
@@ -622,7 +631,12 @@ def _install_hooks() -> None:
             rec = _ACTIVE
             if rec is None or rec.paused or rec.thread != threading.get_ident():
                 return _orig(self, *a, **k)
-            return rec.materialize(self, _kind, lambda v: _orig(v, *a, **k))
+            resume = rec.loop_counter.suspend()
+            try:
+                return rec.materialize(self, _kind, lambda v: _orig(v, *a, **k))
+            finally:
+                if resume:
+                    rec.loop_counter.resume()
 
         functools.update_wrapper(wrapper, orig)
         setattr(torch.Tensor, method, wrapper)
