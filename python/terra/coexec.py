@@ -234,7 +234,7 @@ class CoExecutor(_Recorder):
         # fetch, the host may wait) or by a value the host computed.
         self.graph_reads = 0
         self.host_reads = 0
-        now = registry.tensors()
+        now = self.initial_tensors
         states = [tensor_spec(compiled.state_value(name, now)) for name in compiled.state_names]
         self.run = compiled.graph.new_run(states, compiled.host_executor)
         if not serialized:
@@ -709,7 +709,7 @@ class CoExecutor(_Recorder):
         return trace
 
     def _commit(self, trace: Any, values: dict[int, torch.Tensor], result: Any) -> None:
-        slots = {s.name: s for s in self.registry.slots()}
+        slots = {s.name: s for s in self.final_slots}
         for k, f in enumerate(trace.fetches):
             if f.kind == "commit":
                 slots[f.commit].set(values[k])

@@ -183,7 +183,10 @@ class TerraFunction:
         start = time.perf_counter()
         recorder = tracing._Recorder(self.registry, args, kwargs, sys._getframe())
         recorder.relaxed = self.relaxed
-        result = _run_step(recorder, self.fn, args, kwargs)
+        try:
+            result = _run_step(recorder, self.fn, args, kwargs)
+        finally:
+            recorder.release()
         elapsed = time.perf_counter() - start
         self.stats.host_exec_s += elapsed
         self.stats.steps.append({"phase": "tracing", "host_exec_s": elapsed})
@@ -408,9 +411,15 @@ class TerraFunction:
         return specs
 
     def _coexec(self, args: tuple, kwargs: dict) -> Any:
-        it = self.stats.tracing_iterations + self.stats.coexec_iterations + self.stats.eager_iterations
         start = time.perf_counter()
         ex = CoExecutor(self, self.registry, args, kwargs, sys._getframe(), self.serialized)
+        try:
+            return self._coexec_with(ex, start, args, kwargs)
+        finally:
+            ex.release()
+
+    def _coexec_with(self, ex: CoExecutor, start: float, args: tuple, kwargs: dict) -> Any:
+        it = self.stats.tracing_iterations + self.stats.coexec_iterations + self.stats.eager_iterations
         ex.relaxed = self.relaxed
         try:
             result = _run_step(ex, self.fn, args, kwargs)

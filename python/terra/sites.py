@@ -263,6 +263,10 @@ class BackwardSites:
         """A new backward pass starts counting positions from zero."""
         self._position = 0
 
+    def release(self) -> None:
+        """Drops the callback into the recorder (see `_Recorder.release`)."""
+        self._leaf_name = lambda t: None
+
     def close(self) -> None:
         """Removes every hook (end of the iteration) and drops the nodes."""
         self.flush()

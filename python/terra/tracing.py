@@ -91,6 +91,14 @@ MATERIALIZERS = {"item": "item", "tolist": "tolist", "numpy": "numpy", "__array_
 
 Key = tuple
 
+# torch 1.13's C++ mode slot (see `_Recorder.__enter__`); later versions
+# keep the mode stack in C++ and have no such helper.
+_SET_MODE = getattr(torch._C, "_set_torch_dispatch_mode", None)
+_GET_MODE = getattr(torch._C, "_get_torch_dispatch_mode", None)
+_STACK_LEN = getattr(torch._C, "_len_torch_dispatch_stack", None)
+if _GET_MODE is None or _STACK_LEN is None:
+    _SET_MODE = None
+
 
 def op_name(func: Any) -> str:
     """`aten.addmm` for aten.addmm.default, `aten.add.Tensor` otherwise:
@@ -170,10 +178,15 @@ class _Recorder(TorchDispatchMode):
         self.state_reads: dict[str, ValueRef] = {}
         # Tensor arguments of the call, by where they sit in (args, kwargs).
         self.arg_paths: dict[Key, tuple] = {}
+        self.initial_tensors: dict[str, torch.Tensor] = {}
+        # The state slots at the end of the step (`finish`), for the commit.
+        self.final_slots: list[Any] = []
+        self._direct = False  # installed as torch 1.13's C++ mode (__enter__)
         # Memory of fed tensors written in place (base -> shape).
         self.written_feeds: dict[tuple, list[int]] = {}
         try:
-            for name, t in registry.tensors().items():
+            self.initial_tensors = registry.tensors()
+            for name, t in self.initial_tensors.items():
                 k = self.key(t)
                 self.initial[name] = k
                 self.state_by_key.setdefault(k, name)
@@ -222,11 +235,41 @@ class _Recorder(TorchDispatchMode):
             return
         self.keepalive.append(storage_of(t))
 
+    def release(self) -> None:
+        """Breaks the recorder's reference cycles (the caller's frame, whose
+        locals hold the recorder; bound methods held by the backward-site
+        tracker) once the step is over, so reference counting frees the
+        step's records at once instead of a garbage collection walking
+        them all."""
+        self.stop = None
+        self.backward.bind(lambda record, site: None)
+        self.backward.release()
+
     def _leaf_name(self, t: torch.Tensor) -> Optional[str]:
         return self.state_by_key.get(self.key(t))
 
     def _set_site(self, record: OpEvent, site: Site) -> None:
         record.site = site
+
+    # -- the mode ------------------------------------------------------------
+    def __enter__(self) -> "_Recorder":
+        # torch 1.13 runs a Python mode stack in front of every mode: a
+        # helper mode pops and pushes the stack (a context manager) around
+        # each op. With no other mode active, the recorder is installed as
+        # the C++ level mode itself, which also keeps it out of its own
+        # ops (torch disables the mode while its handler runs).
+        self._direct = (_SET_MODE is not None and _GET_MODE() is None and _STACK_LEN() == 0)
+        if self._direct:
+            _SET_MODE(self)
+            return self
+        return super().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._direct:
+            _SET_MODE(None)
+            self._direct = False
+            return
+        super().__exit__(*exc)
 
     @contextlib.contextmanager
     def pause(self) -> Iterator[None]:
@@ -549,7 +592,8 @@ class _Recorder(TorchDispatchMode):
         self.backward.close()
         self.loop_context = ()
         commit_site_of = lambda name: Site((Frame("<state>", name, 0, 0),))  # noqa: E731
-        for slot in self.registry.slots():
+        self.final_slots = self.registry.slots()
+        for slot in self.final_slots:
             t = slot.get()
             name = slot.name
             if t is None:
