@@ -93,10 +93,10 @@ Key = tuple
 
 # torch 1.13's C++ mode slot (see `_Recorder.__enter__`); later versions
 # keep the mode stack in C++ and have no such helper.
+# (With an empty Python stack, 1.13 leaves the C++ slot empty.)
 _SET_MODE = getattr(torch._C, "_set_torch_dispatch_mode", None)
-_GET_MODE = getattr(torch._C, "_get_torch_dispatch_mode", None)
 _STACK_LEN = getattr(torch._C, "_len_torch_dispatch_stack", None)
-if _GET_MODE is None or _STACK_LEN is None:
+if _STACK_LEN is None:
     _SET_MODE = None
 
 
@@ -258,7 +258,7 @@ class _Recorder(TorchDispatchMode):
         # each op. With no other mode active, the recorder is installed as
         # the C++ level mode itself, which also keeps it out of its own
         # ops (torch disables the mode while its handler runs).
-        self._direct = (_SET_MODE is not None and _GET_MODE() is None and _STACK_LEN() == 0)
+        self._direct = _SET_MODE is not None and _STACK_LEN() == 0
         if self._direct:
             _SET_MODE(self)
             return self
