@@ -83,6 +83,11 @@ def _signature(x: Any, values: bool = True) -> Any:
     `values`, a float stands for any float (its type still matters:
     `int_tensor / 2` and `/ 2.0` differ in dtype)."""
     if isinstance(x, torch.Tensor):
+        if isinstance(x, Placeholder):
+            sig = x._terra_sig  # a placeholder's metadata never changes
+            if sig is None:
+                sig = x._terra_sig = ("T", tuple(x.shape), tuple(x.stride()), x.dtype)
+            return sig
         return ("T", tuple(x.shape), tuple(x.stride()), x.dtype)
     if isinstance(x, (list, tuple)):
         return tuple(_signature(y, values) for y in x)
@@ -319,6 +324,9 @@ class CoExecutor(_Recorder):
                 return None  # the common case: leave quickly
             outs = [out]
         else:
+            if isinstance(out, (tuple, list)) and any(
+                    isinstance(o, torch.Tensor) and o.numel() > _HOST_EVAL_MAX for o in out):
+                return None  # a big result: leave before flattening
             outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
         info = op_info(func)
         targets: list[torch.Tensor] = []  # real tensors written in place

@@ -55,6 +55,7 @@ class Placeholder(torch.Tensor):
         r._terra_addr = None
         r._terra_base = None
         r._terra_key = None  # the recorder's identity, cached (tracing.key)
+        r._terra_sig = None  # the meta cache's view of it (coexec._signature)
         r._terra_real = None
         r._terra_resolve = None  # () -> torch.Tensor, for escaped values
         r._terra_where = ""      # the op that produced it, for errors
