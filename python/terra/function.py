@@ -183,6 +183,7 @@ class TerraFunction:
         start = time.perf_counter()
         recorder = tracing._Recorder(self.registry, args, kwargs, sys._getframe())
         recorder.relaxed = self.relaxed
+        recorder.speculate = True
         try:
             result = _run_step(recorder, self.fn, args, kwargs)
         finally:
@@ -421,6 +422,7 @@ class TerraFunction:
     def _coexec_with(self, ex: CoExecutor, start: float, args: tuple, kwargs: dict) -> Any:
         it = self.stats.tracing_iterations + self.stats.coexec_iterations + self.stats.eager_iterations
         ex.relaxed = self.relaxed
+        ex.speculate = True
         try:
             result = _run_step(ex, self.fn, args, kwargs)
         except BaseException as exc:

@@ -20,9 +20,16 @@ between two traces at the same site (same op, same occurrence) is relaxed,
 the traces so far are dropped, and tracing starts again with it relaxed.
 Only ops with a rule below are relaxed; a changing argument of another op
 keeps making new paths (and the function eventually runs eagerly).
+
+Float arguments of the ops torch's optimizers issue are relaxed from the
+first trace on, without waiting to see them change (`@terra.function`
+asks for this): learning-rate schedules change them, sometimes first long
+after compilation (a step decay), where learning it would cost a
+fallback, new traces and a recompilation.
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Iterable, Optional
 
 import torch
@@ -65,6 +72,7 @@ _VALUE_OPS = {"aten.addcdiv": ("aten.div.Tensor", "aten.add.Tensor"),
 # `_foreach_` ops keep their name: the relaxed scalar (or scalar list)
 # becomes one trailing operand, a 0-d (or 1-d, one per element) tensor.
 _FOREACH_ARGS = frozenset({"scalar", "scalars", "alpha", "value"})
+_FOREACH_ORDER = tuple(sorted(_FOREACH_ARGS))
 
 
 def _is_foreach(name: str) -> bool:
@@ -144,16 +152,49 @@ class Rewrite:
 FEED = "feed"  # placeholder for the feed's ValueRef in Rewrite.ops inputs
 
 
+_OPTIM_DIR = os.path.join(os.path.dirname(os.path.abspath(torch.__file__)), "optim") + os.sep
+_IN_OPTIMIZER: dict[Site, bool] = {}
+
+
+def in_optimizer(site: Site) -> bool:
+    """Whether an op was issued by one of torch's optimizers (torch/optim)."""
+    hit = _IN_OPTIMIZER.get(site)
+    if hit is None:
+        hit = _IN_OPTIMIZER[site] = bool(site.frames) and os.path.abspath(
+            site.frames[0].file).startswith(_OPTIM_DIR)
+    return hit
+
+
+def _speculated(name: str, arg: str, value: Any) -> bool:
+    """A float argument of an optimizer's op, relaxed before it ever
+    changes: learning rates follow schedules (a step decay may first change
+    long after compilation), and the scalars derived from them (`-lr`,
+    `1 - lr * weight_decay`) would otherwise cost a fallback, new traces
+    and a recompilation at the first change."""
+    if not relaxable(name, arg):
+        return False
+    if isinstance(value, float):
+        return True
+    listed = _numbers(value)
+    return listed is not None and any(isinstance(x, float) for x in listed)
+
+
 def rewrite(trace: Trace, name: str, operands: list[ValueRef], args: dict[str, Any],
             results: list[TensorType], site: Site, relaxed: set[RelaxKey],
-            engine: bool = False) -> Optional[Rewrite]:
-    """The relaxed form of an op about to be recorded, or None."""
-    if not relaxed:
+            engine: bool = False, speculate: bool = False) -> Optional[Rewrite]:
+    """The relaxed form of an op about to be recorded, or None. With
+    `speculate`, float arguments of optimizer ops are relaxed from the
+    first trace on (see `_speculated`)."""
+    optimizer = speculate and not engine and in_optimizer(site)
+    if not relaxed and not optimizer:
         return None
     where = ENGINE if engine else site
     if _is_foreach(name):
-        return _rewrite_foreach(trace, name, operands, args, results, site, where, relaxed)
-    arg = next((a for a in ("other", "alpha", "value") if (where, name, a) in relaxed), None)
+        return _rewrite_foreach(trace, name, operands, args, results, site, where, relaxed, optimizer)
+    arg = next((a for a in ("other", "alpha", "value")
+                if (where, name, a) in relaxed or (optimizer and _speculated(name, a, args.get(a)))), None)
+    if arg is not None and optimizer:
+        relaxed.add((where, name, arg))  # reported like a learnt one
     if arg is None or not isinstance(args.get(arg), (int, float)) or isinstance(args.get(arg), bool):
         return None
     self_type = value_type(trace, operands[0])
@@ -183,13 +224,16 @@ def rewrite(trace: Trace, name: str, operands: list[ValueRef], args: dict[str, A
 
 def _rewrite_foreach(trace: Trace, name: str, operands: list[ValueRef], args: dict[str, Any],
                      results: list[TensorType], site: Site, where: Any,
-                     relaxed: set[RelaxKey]) -> Optional[Rewrite]:
+                     relaxed: set[RelaxKey], optimizer: bool = False) -> Optional[Rewrite]:
     """`_foreach_<op>` with its relaxed scalar (0-d feed) or scalar list (1-d
     feed, element i for list element i) as a trailing operand; the
     lowering reads the scalar from it (TerraToLinalg/Optimizer.cpp)."""
-    arg = next((a for a in sorted(_FOREACH_ARGS) if (where, name, a) in relaxed), None)
+    arg = next((a for a in _FOREACH_ORDER if (where, name, a) in relaxed
+                or (optimizer and _speculated(name, a, args.get(a)))), None)
     if arg is None or not operands:
         return None
+    if optimizer:
+        relaxed.add((where, name, arg))  # reported like a learnt one
     v = args.get(arg)
     dtype = value_type(trace, operands[0]).dtype
     if not dtype.is_floating_point:

@@ -167,6 +167,8 @@ class _Recorder(TorchDispatchMode):
         self.keepalive: list[Any] = []
         # Scalar arguments recorded as feeds (see relax.py), set by the caller.
         self.relaxed: set = set()
+        # Relax optimizers' float arguments before they change (relax.py).
+        self.speculate = False
         # Memory of tensors the host made in the step (random numbers): fed
         # to the graph, but written in place like any value of the step.
         self.host_made: set[tuple] = set()
@@ -499,7 +501,8 @@ class _Recorder(TorchDispatchMode):
         for t in outs:
             mlir_text.element_type(t.dtype)
         types = [TensorType.of(t) for t in outs]
-        rw = relax.rewrite(self.trace, name, operands, op_args, types, site, self.relaxed, engine)
+        rw = relax.rewrite(self.trace, name, operands, op_args, types, site, self.relaxed, engine,
+                           self.speculate)
         synthetic: list[Any] = []
         if rw is not None:
             # A relaxed scalar: its feed, then the op's tensor form.

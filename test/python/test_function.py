@@ -257,10 +257,10 @@ def test_multi_tensor_optimizers_co_execute(kind: str, options: dict) -> None:
     they write); Adam's per-parameter scalar lists change every step and a
     learning-rate schedule changes `alpha`: both are relaxed to feeds."""
     # AdamW's `1 - lr * weight_decay` first changes after tracing ended (at
-    # the schedule's second drop): one fallback relaxes it, as per-parameter
-    # AdamW's does.
+    # the schedule's second drop): optimizers' float arguments are relaxed
+    # before they change, so that costs no fallback.
     stats = compare(_optimizer_program(kind, schedule=True, foreach=True, **options), batches(10),
-                    max_fallbacks=1 if kind == "adamw" else 0)
+                    max_fallbacks=0)
     assert stats["coexec_iterations"] >= 4
     assert any(".scalars" in r or ".alpha" in r or ".scalar" in r for r in stats["relaxed_scalars"]), stats
 
@@ -342,6 +342,35 @@ def test_value_read_again_after_an_in_place_write() -> None:
             return a, b, first, s.item()
         return step, model, opt
     compare(make, batches(6), max_fallbacks=0)
+
+
+@pytest.mark.parametrize("kind,options", [
+    ("sgd", {"momentum": 0.9, "weight_decay": 1e-4}),
+    ("sgd", {"foreach": False}),
+    ("adamw", {"weight_decay": 1e-2}),
+    ("adam", {"foreach": False}),
+])
+def test_step_decay_long_after_compilation_costs_no_fallback(kind: str, options: dict) -> None:
+    """A learning rate constant through tracing and compilation, decayed
+    later (StepLR at step 8): optimizers' float arguments are relaxed
+    before they change, so the decay runs in the same graph."""
+    def make() -> tuple:
+        model = mlp()
+        cls = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[kind]
+        opt = cls(model.parameters(), lr=1e-2, **options)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=8, gamma=0.1)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            sched.step()
+            return loss.item()
+        return step, model, opt
+    stats = compare(make, batches(12), max_fallbacks=0)
+    assert stats["regenerations"] == 0
+    assert [s["phase"] for s in stats["steps"][-5:]] == ["coexec"] * 5
 
 
 def test_learning_rate_schedule_and_ramped_attribute_are_relaxed() -> None:
