@@ -103,6 +103,11 @@ def run_one(module: ModuleType, mode: str, cfg: RunConfig,
             i += 1
             on_step()
         _barrier(outputs[-1], cfg.device)  # no warm-up work may leak into the first repeat
+        # Terra compiles in the background while warm-up steps run eagerly:
+        # the measured steps start once the graph is there.
+        wait_compiled = getattr(fn, "wait_compiled", None)
+        if callable(wait_compiled):
+            wait_compiled()
         samples = []
         for _ in range(cfg.repeats):
             t0 = time.perf_counter()

@@ -11,6 +11,10 @@ One call is one iteration. The phases (spec section 1):
 1. Tracing. Calls run eagerly under the tracer; each trace is merged into
    the TraceGraph in C++. Tracing ends when a trace is already covered
    (at least `min_traces` traces); the graph is generated and compiled.
+   Compilation runs on a background thread (`compile_in_background`, on
+   by default): calls meanwhile run eagerly, untraced, so the program
+   never waits for the compiler; the first call after it finished
+   co-executes. `fn.wait_compiled()` waits for it.
 2. Co-execution. Calls run the step on placeholders while the compiled
    graph runs on its own thread (coexec.py). After each validated
    iteration the user's parameters, gradients, optimizer state and buffers
@@ -34,6 +38,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import types
 import warnings
@@ -113,7 +118,8 @@ class TerraFunction:
                  serialized: bool = False, min_traces: int = 2, max_traces: int = 16,
                  modules: Optional[Sequence[torch.nn.Module]] = None,
                  optimizers: Optional[Sequence[torch.optim.Optimizer]] = None,
-                 cache_dir: Optional[str] = None, max_duplication: int = 64):
+                 cache_dir: Optional[str] = None, max_duplication: int = 64,
+                 compile_in_background: Optional[bool] = None):
         if device != "cpu":
             raise NotImplementedError(f"terra.function(device={device!r}): only the CPU backend exists "
                                       "so far; the CUDA backend is not built yet")
@@ -124,6 +130,11 @@ class TerraFunction:
         self.min_traces = max(2, min_traces)
         self.max_traces = max_traces
         self.max_duplication = max_duplication
+        if compile_in_background is None:
+            compile_in_background = os.environ.get("TERRA_BACKGROUND_COMPILE", "1") != "0"
+        self.compile_in_background = compile_in_background
+        # The compilation running on a background thread, if any.
+        self._compiling: Optional[_BackgroundCompile] = None
         self.cache_dir = cache_dir if cache_dir is not None else str(build_dir() / "terra-cache")
         self._explicit = (modules, optimizers)
         self.registry: Optional[StateRegistry] = None
@@ -158,6 +169,10 @@ class TerraFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.registry is None:
             self.registry = _discover_state(self.fn, args, *self._explicit)
+        if self.phase == "compiling":
+            if not self._compiling.done():
+                return self._eager_while_compiling(args, kwargs)
+            self._install(self._compiling.result())
         if self.phase == "coexec":
             with _gc_paused():
                 return self._coexec(args, kwargs)
@@ -323,14 +338,44 @@ class TerraFunction:
         return r
 
     def _compile(self, keep_stages: bool = False) -> None:
-        self._log(f"compiling ({self.session.num_nodes} TraceGraph nodes)")
-        start = time.perf_counter()
-        try:
-            graph, stages = self.session.compile(self.cache_dir, self.max_duplication, keep_stages)
-        except RuntimeError as exc:
-            self._go_eager(f"compiling the graph failed:\n{exc}")
+        self._log(f"compiling ({self.session.num_nodes} TraceGraph nodes"
+                  f"{', in the background' if self.compile_in_background else ''})")
+        self.graph = self.cursor = None
+        job = _BackgroundCompile(self.session, self.cache_dir, self.max_duplication, keep_stages)
+        if self.compile_in_background and not keep_stages:
+            self._compiling = job
+            self.phase = "compiling"
+            job.start()
             return
-        self.stats.compile_time_s += time.perf_counter() - start
+        job.run()
+        self._install(job.result())
+
+    def wait_compiled(self) -> None:
+        """Waits for a compilation running in the background (if any) and
+        installs its graph; the next call co-executes."""
+        if self.phase == "compiling":
+            self._install(self._compiling.result(wait=True))
+
+    def _eager_while_compiling(self, args: tuple, kwargs: dict) -> Any:
+        """A call while the graph compiles: the step runs eagerly, as it is."""
+        start = time.perf_counter()
+        self.stats.eager_iterations += 1
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            elapsed = time.perf_counter() - start
+            self.stats.host_exec_s += elapsed
+            self.stats.steps.append({"phase": "compiling", "host_exec_s": elapsed})
+
+    def _install(self, outcome: tuple) -> None:
+        """Makes a finished compilation's graph the one calls co-execute."""
+        self._compiling = None
+        graph, stages, error, elapsed = outcome
+        self.stats.compile_time_s += elapsed
+        if error is not None:
+            self._go_eager(f"compiling the graph failed:\n{error}")
+            return
+        keep_stages = stages is not None
         self.graph = graph
         self.stages = dict(stages) if keep_stages else self.stages
         self.cursor = self.session.cursor()
@@ -340,7 +385,7 @@ class TerraFunction:
         self.host_op_names = [name for name, _ in graph.host_ops]
         self.host_executor = self._host_exec if graph.host_ops else None
         self.phase = "coexec"
-        self._log(f"-> co-execution ({time.perf_counter() - start:.2f} s"
+        self._log(f"-> co-execution (compiled in {elapsed:.2f} s"
                   f"{', cached' if graph.loaded_from_cache else ''}"
                   f"{', host ops: ' + ', '.join(self.host_op_names) if self.host_op_names else ''})")
 
@@ -469,6 +514,43 @@ class TerraFunction:
         _normalize_state(self.registry)
         self.stats.coexec_iterations += 1
         self.stats.fallbacks.append(Fallback(it, reason, site))
+
+
+class _BackgroundCompile:
+    """One compilation of a session's graph, on a thread of its own or on
+    the caller's. The native compiler releases the GIL, so Python keeps
+    running the program; nothing touches the session until it is done
+    (calls in the meantime run eagerly, untraced)."""
+
+    def __init__(self, session: Any, cache_dir: str, max_duplication: int, keep_stages: bool):
+        self._args = (cache_dir, max_duplication, keep_stages)
+        self._session = session
+        self._outcome: Optional[tuple] = None
+        self._thread: Optional[threading.Thread] = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name="terra-compile", daemon=True)
+        self._thread.start()
+
+    def run(self) -> None:
+        start = time.perf_counter()
+        graph = stages = error = None
+        try:
+            graph, stages = self._session.compile(*self._args)
+        except Exception as exc:  # reported by the caller's thread
+            error = exc
+        if not self._args[2]:
+            stages = None
+        self._outcome = (graph, stages, error, time.perf_counter() - start)
+
+    def done(self) -> bool:
+        return self._outcome is not None
+
+    def result(self, wait: bool = False) -> tuple:
+        if wait and self._thread is not None:
+            self._thread.join()
+        assert self._outcome is not None, "the compilation has not finished"
+        return self._outcome
 
 
 @contextlib.contextmanager
@@ -692,6 +774,7 @@ def explain(fn: TerraFunction, directory: Optional[str] = None) -> dict[str, str
         raise TypeError("terra.explain expects a function decorated with @terra.function")
     if fn.session is None:
         raise RuntimeError("terra.explain: the function has not been traced yet; call it first")
+    fn.wait_compiled()  # the session is the compiler's until then
     out = Path(directory or tempfile.mkdtemp(prefix="terra-explain-"))
     out.mkdir(parents=True, exist_ok=True)
     paths: dict[str, str] = {}

@@ -747,3 +747,77 @@ def test_escaped_value_without_fetch_has_a_clear_error() -> None:
     assert terra.stats(step)["coexec_iterations"] >= 1
     with pytest.raises(terra.ValueUnavailable, match="left the step"):
         kept[-1].sum()
+
+
+# -- compilation in the background ------------------------------------------------------
+def _gate_compiler(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Holds background compilations until the returned event is set."""
+    import threading
+    module = importlib.import_module("terra.function")
+    gate = threading.Event()
+    run = module._BackgroundCompile.run
+
+    def gated(self: Any) -> None:
+        assert gate.wait(120), "the test never opened the gate"
+        run(self)
+    monkeypatch.setattr(module._BackgroundCompile, "run", gated)
+    return gate
+
+
+def test_background_compilation_runs_the_step_eagerly_meanwhile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the graph compiles on its thread, calls run the step eagerly
+    (same results as eager, no waiting); the first call after the compiler
+    finished co-executes."""
+    from coexec_helpers import assert_same, state_of
+    gate = _gate_compiler(monkeypatch)
+    make = sgd_program(momentum=0.9)
+    torch.manual_seed(0)
+    step_e, model_e, opt_e = make()
+    torch.manual_seed(0)
+    step_t, model_t, opt_t = make()
+    fn = terra.function(step_t, cache_dir=None, compile_in_background=True)
+    phases = []
+    for i, (x, y) in enumerate(batches(12)):
+        if i == 6:
+            assert fn.phase == "compiling"
+            gate.set()
+            fn.wait_compiled()
+            assert fn.phase == "coexec"
+        assert_same(fn(x, y), step_e(x, y), f"step {i} result")
+        se, st = state_of(model_e, opt_e), state_of(model_t, opt_t)
+        for k in se:
+            assert_same(st[k], se[k], f"step {i} {k}")
+        phases.append(terra.stats(fn)["steps"][-1]["phase"])
+    traced = phases.count("tracing")
+    assert phases == ["tracing"] * traced + ["compiling"] * (6 - traced) + ["coexec"] * 6, phases
+    assert 6 - traced >= 2, phases
+    stats = terra.stats(fn)
+    assert stats["fallbacks"] == 0 and stats["compile_time_s"] > 0
+    assert stats["eager_iterations"] == 6 - traced
+
+
+def test_background_compilation_finishing_unawaited_is_picked_up_by_a_later_call() -> None:
+    fn = terra.function(sgd_program()()[0], cache_dir=None, compile_in_background=True)
+    data = batches(40)
+    for x, y in data[:4]:
+        fn(x, y)
+    assert fn.phase in ("compiling", "coexec")
+    if fn._compiling is not None:
+        fn._compiling._thread.join(120)
+    fn(*data[4])
+    assert terra.stats(fn)["steps"][-1]["phase"] == "coexec"
+
+
+def test_background_compilation_failure_goes_eager_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = importlib.import_module("terra.function")
+
+    def failing(self: Any) -> None:
+        self._outcome = (None, None, RuntimeError("the compiler broke"), 0.0)
+    monkeypatch.setattr(module._BackgroundCompile, "run", failing)
+    fn = terra.function(sgd_program()()[0], cache_dir=None, compile_in_background=True)
+    data = batches(6)
+    with pytest.warns(RuntimeWarning, match="compiling the graph failed:\nthe compiler broke"):
+        for x, y in data:
+            fn(x, y)
+    assert fn.phase == "eager"
+    assert terra.stats(fn)["coexec_iterations"] == 0
