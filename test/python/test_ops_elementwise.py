@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from oprunner import aten, check_op, run_op
+from oprunner import aten, check_expected, check_op, run_op
 
 torch.manual_seed(0)
 
@@ -128,3 +128,33 @@ def test_bool_tensor_compared_with_a_number(other):
     flags = torch.tensor([True, False, True])
     check_op("aten.eq.Scalar", [flags], {"other": other})
     check_op("aten.gt.Scalar", [flags], {"other": other})
+
+
+def test_clamp_family():
+    x = torch.cat([rand(4, 6).flatten() * 3, torch.tensor([float("nan"), float("inf"), -float("inf")])])
+    check_op("aten.clamp", [x], {"min": -0.5, "max": 1.25}, kwargs_for_torch={"min": -0.5, "max": 1.25})
+    check_op("aten.clamp", [x], {"min": None, "max": 0.5}, kwargs_for_torch={"max": 0.5})
+    check_op("aten.clamp", [x], {"min": 0.0, "max": None}, kwargs_for_torch={"min": 0.0})
+    check_op("aten.clamp", [x], {"min": 2.0, "max": 1.0}, kwargs_for_torch={"min": 2.0, "max": 1.0})
+    check_op("aten.clamp_min", [x], {"min": 0.25})
+    check_op("aten.clamp_max", [x], {"max": -0.25})
+    ints = torch.arange(-6, 7, dtype=torch.int64)
+    check_expected("aten.clamp", [ints], {"min": -2, "max": 3}, torch.clamp(ints, -2, 3))
+    lo, hi = rand(4, 6) - 1, rand(4, 6) + 1
+    y = rand(4, 6) * 3
+    check_expected("aten.clamp.Tensor", [y, lo, hi], {}, torch.clamp(y, lo, hi))
+    check_expected("aten.clamp.Tensor", [y, hi], {"min": None}, torch.clamp(y, max=hi))
+    check_expected("aten.clamp_min.Tensor", [y, lo], {}, torch.clamp_min(y, lo))
+
+
+def test_rsub_reciprocal_and_in_place_leaky_relu():
+    a, b = rand(3, 5), rand(5)
+    check_op("aten.rsub.Scalar", [a], {"other": 1.0})
+    check_op("aten.rsub.Scalar", [a], {"other": 2.5, "alpha": 3.0})
+    check_op("aten.rsub.Tensor", [a, b], {"alpha": 0.5})
+    ints = torch.arange(-4, 5, dtype=torch.int64)
+    check_expected("aten.rsub.Scalar", [ints], {"other": 1}, torch.rsub(ints, 1))
+    check_op("aten.reciprocal", [rand(4, 4).abs() + 0.1])
+    x = rand(5, 5)
+    check_expected("aten.leaky_relu_", [x], {"negative_slope": 0.1},
+                   torch.nn.functional.leaky_relu(x, 0.1))

@@ -191,6 +191,86 @@ LogicalResult lowerCompare(DLOp op, ValueRange operands,
   return success();
 }
 
+/// clamp / clamp_min / clamp_max: `min(max(x, lo), hi)` with either bound
+/// optional; scalar bounds come from args (None: absent), tensor bounds
+/// (the .Tensor overloads) from operands. NaN inputs stay NaN (maximumf /
+/// minimumf propagate them), as ATen's kernel returns them unchanged; a
+/// low bound above the high one gives the high one, as in ATen.
+LogicalResult lowerClamp(DLOp op, ValueRange operands, PatternRewriter &rw,
+                         bool hasMin, bool hasMax) {
+  Type et = elemOf(op);
+  if (operands.empty() ||
+      cast<RankedTensorType>(operands[0].getType()).getElementType() != et ||
+      et.isInteger(1))
+    return failure(); // promoted results and bool tensors stay on the host
+  Location loc = op.getLoc();
+  SmallVector<Value> inputs{operands[0]};
+  Value lo, hi;
+  int loIdx = -1, hiIdx = -1;
+  unsigned next = 1;
+  auto bound = [&](bool wanted, StringRef name, Value &scalar, int &idx) {
+    Attribute arg = op.getArgsAttr() ? op.getArgsAttr().get(name) : nullptr;
+    if (!wanted || isa_and_nonnull<UnitAttr>(arg))
+      return;                             // not this overload's bound, or None
+    if (!arg && next < operands.size()) { // a tensor bound
+      idx = inputs.size();
+      inputs.push_back(operands[next++]);
+      return;
+    }
+    scalar = scalarArgOrOperand(rw, op, ValueRange{}, 0, name, et);
+  };
+  bound(hasMin, "min", lo, loIdx);
+  bound(hasMax, "max", hi, hiIdx);
+  if (next != operands.size() || (!lo && loIdx < 0 && !hi && hiIdx < 0))
+    return failure();
+  Value r = buildElementwise(
+      rw, loc, resultType(op), inputs,
+      [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+        Value x = a[0];
+        Value low = loIdx >= 0 ? a[loIdx] : lo;
+        Value high = hiIdx >= 0 ? a[hiIdx] : hi;
+        bool f = isFloat(et);
+        if (low)
+          x = f ? Value(arith::MaximumFOp::create(b, l, x, low))
+                : Value(arith::MaxSIOp::create(b, l, x, low));
+        if (high)
+          x = f ? Value(arith::MinimumFOp::create(b, l, x, high))
+                : Value(arith::MinSIOp::create(b, l, x, high));
+        return x;
+      });
+  rw.replaceOp(op, r);
+  return success();
+}
+
+/// rsub(self, other, alpha) = other - alpha * self (scalar or tensor other).
+LogicalResult lowerRsub(DLOp op, ValueRange operands, PatternRewriter &rw) {
+  Type et = elemOf(op);
+  if (operands.empty() || et.isInteger(1))
+    return failure();
+  bool tensorOther =
+      operands.size() > 1 &&
+      cast<RankedTensorType>(operands[1].getType()).getRank() > 0;
+  Value other = tensorOther
+                    ? operands[1]
+                    : scalarArgOrOperand(rw, op, operands, 1, "other", et);
+  if (!other)
+    return failure();
+  Value alpha = scalarArgOrOperand(rw, op, ValueRange{}, 0, "alpha", et);
+  Value r = buildElementwise(
+      rw, op.getLoc(), resultType(op), {operands[0], other},
+      [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+        bool f = isFloat(et);
+        Value scaled = a[0];
+        if (alpha)
+          scaled = f ? Value(arith::MulFOp::create(b, l, a[0], alpha))
+                     : Value(arith::MulIOp::create(b, l, a[0], alpha));
+        return f ? Value(arith::SubFOp::create(b, l, a[1], scaled))
+                 : Value(arith::SubIOp::create(b, l, a[1], scaled));
+      });
+  rw.replaceOp(op, r);
+  return success();
+}
+
 } // namespace
 
 namespace {
@@ -290,18 +370,46 @@ void terra::populateElementwiseLowerings(LoweringRegistry &r) {
       return gelu(b, l, x, tanhApprox);
     });
   });
-  r.add("aten.leaky_relu", [](DLOp op, ValueRange o, PatternRewriter &rw) {
-    double slope = getFloatArg(op, "negative_slope").value_or(0.01);
-    if (o.size() != 1 || !isFloat(elemOf(op)))
-      return failure();
-    return lowerElementwise(op, o, rw, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
-      Value x = a[0];
-      Value pos = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, x,
-                                        cst(b, l, x, 0.0));
-      return arith::SelectOp::create(
-          b, l, pos, x, arith::MulFOp::create(b, l, x, cst(b, l, x, slope)));
+  for (StringRef n :
+       {"aten.clamp", "aten.clamp_", "aten.clamp.Tensor", "aten.clamp_.Tensor"})
+    r.add(n, [](DLOp op, ValueRange o, PatternRewriter &rw) {
+      // Absent bounds are `unit` args (scalars) or missing operands.
+      return lowerClamp(op, o, rw, true, true);
     });
-  });
+  for (StringRef n : {"aten.clamp_min", "aten.clamp_min_",
+                      "aten.clamp_min.Tensor", "aten.clamp_min_.Tensor"})
+    r.add(n, [](DLOp op, ValueRange o, PatternRewriter &rw) {
+      return lowerClamp(op, o, rw, true, false);
+    });
+  for (StringRef n : {"aten.clamp_max", "aten.clamp_max_",
+                      "aten.clamp_max.Tensor", "aten.clamp_max_.Tensor"})
+    r.add(n, [](DLOp op, ValueRange o, PatternRewriter &rw) {
+      return lowerClamp(op, o, rw, false, true);
+    });
+  for (StringRef n : {"aten.rsub.Scalar", "aten.rsub.Tensor"})
+    r.add(n, lowerRsub);
+  for (StringRef n : {"aten.reciprocal", "aten.reciprocal_"})
+    r.add(n, [](DLOp op, ValueRange o, PatternRewriter &rw) {
+      return unaryFloat(
+          op, o, rw, [](OpBuilder &b, Location l, Value x) -> Value {
+            return arith::DivFOp::create(b, l, cst(b, l, x, 1.0), x);
+          });
+    });
+  for (StringRef n : {"aten.leaky_relu", "aten.leaky_relu_"})
+    r.add(n, [](DLOp op, ValueRange o, PatternRewriter &rw) {
+      double slope = getFloatArg(op, "negative_slope").value_or(0.01);
+      if (o.size() != 1 || !isFloat(elemOf(op)))
+        return failure();
+      return lowerElementwise(
+          op, o, rw, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+            Value x = a[0];
+            Value pos = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT,
+                                              x, cst(b, l, x, 0.0));
+            return arith::SelectOp::create(
+                b, l, pos, x,
+                arith::MulFOp::create(b, l, x, cst(b, l, x, slope)));
+          });
+    });
 
   // Backward ops: (grad_output, saved) -> grad_input.
   r.add("aten.threshold_backward", [](DLOp op, ValueRange o,

@@ -54,3 +54,42 @@ terra.graph @int_sqrt_stays {
   %r = terra.op "aten.sqrt"(%a) : (tensor<5xi64>) -> tensor<5xi64>
   terra.fetch 0 %r : tensor<5xi64>
 }
+
+// -----
+
+// clamp: a None bound is absent; maximumf then minimumf keep NaN inputs NaN.
+// CHECK-LABEL: terra.graph @clamp_bounds
+// CHECK:         linalg.generic
+// CHECK:           arith.maximumf
+// CHECK:           arith.minimumf
+// CHECK:         linalg.generic
+// CHECK-NOT:       arith.maximumf
+// CHECK:           arith.minimumf
+// CHECK:         linalg.generic
+// CHECK:           arith.maxsi
+// CHECK-NOT:     terra.op
+terra.graph @clamp_bounds {
+  %a = terra.feed 1 : tensor<4xf32>
+  %r = terra.op "aten.clamp"(%a) args {min = -1.0 : f64, max = 2.5 : f64} : (tensor<4xf32>) -> tensor<4xf32>
+  %s = terra.op "aten.clamp"(%a) args {min, max = 2.5 : f64} : (tensor<4xf32>) -> tensor<4xf32>
+  %i = terra.feed 2 : tensor<4xi64>
+  %t = terra.op "aten.clamp_min"(%i) args {min = 0 : i64} : (tensor<4xi64>) -> tensor<4xi64>
+  terra.fetch 0 %r : tensor<4xf32>
+  terra.fetch 1 %s : tensor<4xf32>
+  terra.fetch 2 %t : tensor<4xi64>
+}
+
+// -----
+
+// rsub(self, other, alpha) = other - alpha * self.
+// CHECK-LABEL: terra.graph @rsub_scalar
+// CHECK:         %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK:         linalg.generic
+// CHECK:           %[[S:.*]] = arith.mulf %{{.*}}, %{{.*}} : f32
+// CHECK:           arith.subf %{{.*}}, %[[S]] : f32
+// CHECK-NOT:     terra.op
+terra.graph @rsub_scalar {
+  %a = terra.feed 1 : tensor<4xf32>
+  %r = terra.op "aten.rsub.Scalar"(%a) args {other = 1.0 : f64, alpha = 2 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  terra.fetch 0 %r : tensor<4xf32>
+}
