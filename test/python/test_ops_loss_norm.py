@@ -48,6 +48,31 @@ def test_mse_loss_dynamic(reduction):
     check_op("aten.mse_loss_backward", [grad, x, t], {"reduction": reduction}, dynamic=[0])
 
 
+# --- smooth_l1_loss and binary_cross_entropy_with_logits --------------------------
+
+@pytest.mark.parametrize("reduction", [NONE, MEAN, SUM])
+@pytest.mark.parametrize("beta", [1.0, 0.25, 0.0])
+def test_smooth_l1_loss_forward_backward(reduction, beta):
+    # Differences on both sides of beta, and exactly zero.
+    x, t = rand(4, 6) * 2, rand(4, 6) * 2
+    t[0, :3] = x[0, :3]
+    args = {"reduction": reduction, "beta": beta}
+    check_op("aten.smooth_l1_loss", [x, t], args, **TOL)
+    grad = rand(4, 6) if reduction == NONE else rand()
+    check_op("aten.smooth_l1_loss_backward", [grad, x, t], args, **TOL)
+
+
+@pytest.mark.parametrize("reduction", [NONE, MEAN, SUM])
+def test_binary_cross_entropy_with_logits(reduction):
+    # Large logits of both signs: the stable form must not overflow.
+    x = torch.cat([rand(3, 5) * 4, torch.tensor([[-90.0, -30.0, 0.0, 30.0, 90.0]])])
+    t = torch.rand(4, 5)
+    t[0] = (t[0] > 0.5).float()
+    check_op("aten.binary_cross_entropy_with_logits", [x, t],
+             {"weight": None, "pos_weight": None, "reduction": reduction},
+             kwargs_for_torch={"reduction": reduction}, **TOL)
+
+
 # --- nll_loss --------------------------------------------------------------------
 
 def nll_inputs(n, c, ignore_index=-100, ignored=()):

@@ -1,8 +1,10 @@
 //===- Loss.cpp - Loss functions and their backward ops -------------------===//
 //
-// mse_loss and nll_loss (forward and backward). Pointwise parts are
-// linalg.generic ops; reductions accumulate into 0-d tensors; nll_loss
-// reads the target class of each row with tensor.extract inside the body.
+// mse_loss, smooth_l1_loss, binary_cross_entropy_with_logits (without
+// weights; its backward is composite in aten) and nll_loss (forward and
+// backward). Pointwise parts are linalg.generic ops; reductions accumulate into
+// 0-d tensors; nll_loss reads the target class of each row with tensor.extract
+// inside the body.
 //
 // Conventions (shared with Normalization.cpp, see matchTensorParams):
 //  - tensor parameters are operands in schema order; an optional tensor
@@ -71,8 +73,15 @@ void guardSameShape(OpBuilder &b, Location loc, Value x, Value y,
                tensor::getMixedSize(b, loc, y, d), msg);
 }
 
-/// mse_loss(self, target, reduction): (self - target)^2, reduced.
-LogicalResult lowerMseLoss(DLOp op, ValueRange o, PatternRewriter &rw) {
+/// The elementwise loss of one (self, target) element pair, in `et`.
+using PairFn = std::function<Value(OpBuilder &b, Location l, Value x, Value y)>;
+
+/// A loss that is `body(self, target)` per element, then reduced (none:
+/// pointwise, broadcasting like aten; sum; mean = sum / numel): mse_loss,
+/// smooth_l1_loss, binary_cross_entropy_with_logits. The operands are
+/// (self, target); `what` names the op in the shape guard's message.
+LogicalResult lowerPointwiseLoss(DLOp op, ValueRange o, PatternRewriter &rw,
+                                 StringRef what, const PairFn &body) {
   std::optional<int64_t> red = reductionArg(op);
   if (o.size() != 2 || op.getNumResults() != 1 || !red)
     return failure();
@@ -81,21 +90,20 @@ LogicalResult lowerMseLoss(DLOp op, ValueRange o, PatternRewriter &rw) {
   if (!isWideFloat(et))
     return failure();
   Location loc = op.getLoc();
-  auto sq = [&](OpBuilder &b, Location l, Value x, Value y) -> Value {
-    Value d = arith::SubFOp::create(b, l, castScalar(b, l, x, et),
-                                    castScalar(b, l, y, et));
-    return arith::MulFOp::create(b, l, d, d);
+  auto elem = [&](OpBuilder &b, Location l, Value x, Value y) -> Value {
+    return body(b, l, castScalar(b, l, x, et), castScalar(b, l, y, et));
   };
   if (*red == None) // Pointwise; broadcasts like aten.
     return lowerElementwise(op, o, rw,
                             [&](OpBuilder &b, Location l, ValueRange a) {
-                              return sq(b, l, a[0], a[1]);
+                              return elem(b, l, a[0], a[1]);
                             });
 
   RankedTensorType st = tensorType(o[0]);
   if (!sameShape(st, tensorType(o[1])) || out.getRank() != 0)
     return failure();
-  guardSameShape(rw, loc, o[0], o[1], "mse_loss: self and target differ");
+  guardSameShape(rw, loc, o[0], o[1],
+                 (what + ": self and target differ").str());
   int64_t rank = st.getRank();
   SmallVector<bool> all(rank, true);
   AffineMap id = rw.getMultiDimIdentityMap(rank);
@@ -105,7 +113,7 @@ LogicalResult lowerMseLoss(DLOp op, ValueRange o, PatternRewriter &rw) {
       scalarConstant(rw, loc, et, 0.0),
       [&](OpBuilder &b, Location l, ValueRange ins, ValueRange acc) {
         return SmallVector<Value>{
-            arith::AddFOp::create(b, l, acc[0], sq(b, l, ins[0], ins[1]))};
+            arith::AddFOp::create(b, l, acc[0], elem(b, l, ins[0], ins[1]))};
       })[0];
   if (*red == Mean) {
     Value n = countElements(rw, loc, o[0], all, et);
@@ -118,10 +126,13 @@ LogicalResult lowerMseLoss(DLOp op, ValueRange o, PatternRewriter &rw) {
   return success();
 }
 
-/// mse_loss_backward(grad, self, target, reduction):
-/// grad * norm * (self - target), norm = 2 (2 / numel for mean).
-LogicalResult lowerMseLossBackward(DLOp op, ValueRange o,
-                                   PatternRewriter &rw) {
+/// The backward of a lowerPointwiseLoss loss: (grad, self, target) ->
+/// norm * dloss(self, target) * grad, norm = scale (scale / numel for
+/// mean), with scale * dloss the derivative of the per-element loss in
+/// self (aten's order of operations).
+LogicalResult lowerPointwiseLossBackward(DLOp op, ValueRange o,
+                                         PatternRewriter &rw, double scale,
+                                         const PairFn &dloss) {
   std::optional<int64_t> red = reductionArg(op);
   if (o.size() != 3 || op.getNumResults() != 1 || !red)
     return failure();
@@ -131,7 +142,7 @@ LogicalResult lowerMseLossBackward(DLOp op, ValueRange o,
     return failure();
   Location loc = op.getLoc();
   RankedTensorType st = tensorType(o[1]);
-  Value norm = scalarConstant(rw, loc, et, 2.0);
+  Value norm = scalarConstant(rw, loc, et, scale);
   if (*red == Mean)
     norm = arith::DivFOp::create(
         rw, loc, norm,
@@ -140,12 +151,114 @@ LogicalResult lowerMseLossBackward(DLOp op, ValueRange o,
   Value r = buildElementwise(
       rw, loc, out, {o[0], o[1], o[2], norm},
       [&](OpBuilder &b, Location l, ValueRange a) -> Value {
-        Value d = arith::SubFOp::create(b, l, a[1], a[2]);
+        Value d = dloss(b, l, a[1], a[2]);
         return arith::MulFOp::create(
             b, l, arith::MulFOp::create(b, l, a[3], d), a[0]);
       });
   rw.replaceOp(op, r);
   return success();
+}
+
+Value cst(OpBuilder &b, Location l, Value like, double v) {
+  return scalarConstant(b, l, like.getType(), v);
+}
+
+/// mse_loss(self, target, reduction): (self - target)^2, reduced.
+LogicalResult lowerMseLoss(DLOp op, ValueRange o, PatternRewriter &rw) {
+  return lowerPointwiseLoss(op, o, rw, "mse_loss",
+                            [](OpBuilder &b, Location l, Value x, Value y) {
+                              Value d = arith::SubFOp::create(b, l, x, y);
+                              return Value(arith::MulFOp::create(b, l, d, d));
+                            });
+}
+
+/// mse_loss_backward(grad, self, target, reduction):
+/// norm * (self - target) * grad, norm = 2 (2 / numel for mean).
+LogicalResult lowerMseLossBackward(DLOp op, ValueRange o, PatternRewriter &rw) {
+  return lowerPointwiseLossBackward(
+      op, o, rw, 2.0, [](OpBuilder &b, Location l, Value x, Value y) {
+        return Value(arith::SubFOp::create(b, l, x, y));
+      });
+}
+
+/// smooth_l1_loss(self, target, reduction, beta): with d = self - target,
+/// 0.5 * d^2 / beta where |d| < beta, else |d| - 0.5 * beta (beta = 0:
+/// |d|, as aten).
+LogicalResult lowerSmoothL1(DLOp op, ValueRange o, PatternRewriter &rw) {
+  double beta = getFloatArg(op, "beta").value_or(1.0);
+  if (beta < 0)
+    return failure(); // aten raises
+  return lowerPointwiseLoss(
+      op, o, rw, "smooth_l1_loss",
+      [beta](OpBuilder &b, Location l, Value x, Value y) -> Value {
+        Value d = arith::SubFOp::create(b, l, x, y);
+        Value ad = math::AbsFOp::create(b, l, d);
+        if (beta == 0)
+          return ad;
+        Value bt = cst(b, l, d, beta);
+        Value quad = arith::DivFOp::create(
+            b, l,
+            arith::MulFOp::create(b, l, cst(b, l, d, 0.5),
+                                  arith::MulFOp::create(b, l, d, d)),
+            bt);
+        Value lin = arith::SubFOp::create(b, l, ad, cst(b, l, d, 0.5 * beta));
+        Value small =
+            arith::CmpFOp::create(b, l, arith::CmpFPredicate::OLT, ad, bt);
+        return arith::SelectOp::create(b, l, small, quad, lin);
+      });
+}
+
+/// smooth_l1_loss_backward(grad, self, target, reduction, beta): with
+/// d = self - target, -1 where d <= -beta, else 1 where d >= beta, else
+/// d / beta (aten's tests, in its order: d = 0 with beta = 0 gives -1).
+LogicalResult lowerSmoothL1Backward(DLOp op, ValueRange o,
+                                    PatternRewriter &rw) {
+  double beta = getFloatArg(op, "beta").value_or(1.0);
+  if (beta < 0)
+    return failure();
+  return lowerPointwiseLossBackward(
+      op, o, rw, 1.0,
+      [beta](OpBuilder &b, Location l, Value x, Value y) -> Value {
+        Value d = arith::SubFOp::create(b, l, x, y);
+        Value bt = cst(b, l, d, beta);
+        Value low = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OLE, d,
+                                          cst(b, l, d, -beta));
+        Value high =
+            arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGE, d, bt);
+        Value mid = beta == 0 ? cst(b, l, d, 0.0)
+                              : Value(arith::DivFOp::create(b, l, d, bt));
+        return arith::SelectOp::create(
+            b, l, low, cst(b, l, d, -1.0),
+            arith::SelectOp::create(b, l, high, cst(b, l, d, 1.0), mid));
+      });
+}
+
+/// binary_cross_entropy_with_logits(self, target, weight=None,
+/// pos_weight=None, reduction), without weights (with them the op stays on
+/// the host): aten's stable form
+///   (1 - t) * x + m + log(exp(-m) + exp(-x - m)),  m = max(-x, 0).
+LogicalResult lowerBceWithLogits(DLOp op, ValueRange o, PatternRewriter &rw) {
+  DictionaryAttr args = op.getArgsAttr();
+  for (StringRef w : {"weight", "pos_weight"})
+    if (args && args.get(w) && !isa<UnitAttr>(args.get(w)))
+      return failure();
+  return lowerPointwiseLoss(
+      op, o, rw, "binary_cross_entropy_with_logits",
+      [](OpBuilder &b, Location l, Value x, Value t) -> Value {
+        Value zero = cst(b, l, x, 0.0), one = cst(b, l, x, 1.0);
+        Value negX = arith::NegFOp::create(b, l, x);
+        Value m = arith::MaximumFOp::create(b, l, negX, zero);
+        Value lse = math::LogOp::create(
+            b, l,
+            arith::AddFOp::create(
+                b, l, math::ExpOp::create(b, l, arith::NegFOp::create(b, l, m)),
+                math::ExpOp::create(b, l,
+                                    arith::SubFOp::create(b, l, negX, m))));
+        Value lin =
+            arith::MulFOp::create(b, l, arith::SubFOp::create(b, l, one, t), x);
+        return arith::AddFOp::create(b, l, arith::AddFOp::create(b, l, lin, m),
+                                     lse);
+      });
 }
 
 /// The parts of an nll_loss op both directions share.
@@ -346,6 +459,9 @@ void addDefault(LoweringRegistry &r, StringRef name, LowerFn fn) {
 void terra::populateLossLowerings(LoweringRegistry &r) {
   addDefault(r, "aten.mse_loss", lowerMseLoss);
   addDefault(r, "aten.mse_loss_backward", lowerMseLossBackward);
+  addDefault(r, "aten.smooth_l1_loss", lowerSmoothL1);
+  addDefault(r, "aten.smooth_l1_loss_backward", lowerSmoothL1Backward);
+  addDefault(r, "aten.binary_cross_entropy_with_logits", lowerBceWithLogits);
   addDefault(r, "aten.nll_loss_forward", lowerNllForward);
   addDefault(r, "aten.nll_loss_backward", lowerNllBackward);
 }

@@ -124,3 +124,42 @@ terra.graph @unsupported_stay {
   terra.fetch 0 %r#0 : tensor<f32>
   terra.fetch 1 %m : tensor<f32>
 }
+
+// -----
+
+// smooth_l1_loss: quadratic inside beta, linear outside, summed.
+// CHECK-LABEL: terra.graph @smooth_l1_loss_sum
+// CHECK:         linalg.generic {{.*}} iterator_types = ["reduction", "reduction"]}
+// CHECK:           %[[D:.*]] = arith.subf
+// CHECK:           %[[A:.*]] = math.absf %[[D]]
+// CHECK:           %[[SMALL:.*]] = arith.cmpf olt, %[[A]]
+// CHECK:           %[[L:.*]] = arith.select %[[SMALL]]
+// CHECK:           arith.addf %{{.*}}, %[[L]]
+// CHECK-NOT:     terra.op
+terra.graph @smooth_l1_loss_sum {
+  %a = terra.feed 1 : tensor<4x5xf32>
+  %b = terra.feed 2 : tensor<4x5xf32>
+  %r = terra.op "aten.smooth_l1_loss"(%a, %b) args {reduction = 2 : i64, beta = 0.5 : f64} : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<f32>
+  terra.fetch 0 %r : tensor<f32>
+}
+
+// -----
+
+// binary_cross_entropy_with_logits without weights, the stable form; with a
+// weight it stays a terra.op (a host callback).
+// CHECK-LABEL: terra.graph @bce_with_logits
+// CHECK:         linalg.generic
+// CHECK:           arith.maximumf
+// CHECK:           math.exp
+// CHECK:           math.exp
+// CHECK:           math.log
+// CHECK:         terra.op "aten.binary_cross_entropy_with_logits"(%{{.*}}, %{{.*}}, %{{.*}})
+terra.graph @bce_with_logits {
+  %a = terra.feed 1 : tensor<4x5xf32>
+  %b = terra.feed 2 : tensor<4x5xf32>
+  %w = terra.feed 3 : tensor<5xf32>
+  %r = terra.op "aten.binary_cross_entropy_with_logits"(%a, %b) args {weight, pos_weight, reduction = 1 : i64} : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<f32>
+  %s = terra.op "aten.binary_cross_entropy_with_logits"(%a, %b, %w) args {pos_weight, reduction = 1 : i64} : (tensor<4x5xf32>, tensor<4x5xf32>, tensor<5xf32>) -> tensor<f32>
+  terra.fetch 0 %r : tensor<f32>
+  terra.fetch 1 %s : tensor<f32>
+}
