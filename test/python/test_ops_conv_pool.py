@@ -264,3 +264,20 @@ def test_dynamic_batch_and_channels():
     check_max_pool_backward(x, max_pool_args(POOL_CASES[2]), dynamic=[0, 1])
     check_op("aten.avg_pool2d", [x], avg_args(AVG_CASES[2]), dynamic=[0, 1])
     check_op("aten._adaptive_avg_pool2d", [x], {"output_size": [4, 2]}, dynamic=[0, 1])
+
+
+# --- nearest upsampling by integer factors ----------------------------------------
+
+@pytest.mark.parametrize("factors", [(2, 2), (3, 1), (1, 4)])
+@pytest.mark.parametrize("by_size", [False, True])
+def test_upsample_nearest2d_forward_backward(factors, by_size):
+    x = torch.randn(2, 3, 5, 4)
+    out = [5 * factors[0], 4 * factors[1]]
+    args = ({"output_size": out, "scale_factors": None} if by_size
+            else {"output_size": None, "scale_factors": [float(f) for f in factors]})
+    check_op("aten.upsample_nearest2d.vec", [x], args)
+    grad = torch.randn(2, 3, *out)
+    bargs = ({"output_size": out, "input_size": [2, 3, 5, 4], "scale_factors": None} if by_size
+             else {"output_size": None, "input_size": [2, 3, 5, 4],
+                   "scale_factors": [float(f) for f in factors]})
+    check_op("aten.upsample_nearest2d_backward.vec", [grad], bargs, rtol=1e-5, atol=1e-5)

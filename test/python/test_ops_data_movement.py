@@ -316,3 +316,10 @@ def test_embedding_backward_matches_autograd():
     out.backward(g)
     args = {"num_weights": 12, "padding_idx": 3, "scale_grad_by_freq": False}
     check_expected("aten.embedding_dense_backward", [g, idx], args, w.grad)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_unbind(dim):
+    x = torch.randn(3, 4, 2)
+    expected = torch.ops.aten.unbind.int(x, dim)
+    check_expected("aten.unbind.int", [x], {"dim": dim}, expected)

@@ -717,6 +717,43 @@ LogicalResult lowerSelect(DLOp op, ValueRange o, PatternRewriter &rw) {
   return success();
 }
 
+/// unbind.int(self, dim): one rank-reduced slice per result, result i at
+/// index i along `dim` (whose size must be the number of results).
+LogicalResult lowerUnbind(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 1 || op.getNumResults() == 0)
+    return failure();
+  Location loc = op.getLoc();
+  Value src = o[0];
+  RankedTensorType t = tensorType(src);
+  std::optional<int64_t> dim =
+      normDim(getIntArg(op, "dim").value_or(0), t.getRank());
+  if (!dim)
+    return failure();
+  int64_t count = op.getNumResults();
+  int64_t n = t.getDimSize(*dim);
+  if (!isDyn(n) && n != count)
+    return failure();
+  SmallVector<OpFoldResult> sizes = getSizes(rw, loc, src);
+  if (isDyn(n))
+    assertEqual(rw, loc, indexValue(rw, loc, sizes[*dim]),
+                cstIndex(rw, loc, count),
+                "unbind: the dim's size is not the number of results");
+  sizes[*dim] = rw.getIndexAttr(1);
+  SmallVector<OpFoldResult> strides(t.getRank(), rw.getIndexAttr(1));
+  SmallVector<int64_t> shape(t.getShape());
+  shape.erase(shape.begin() + *dim);
+  SmallVector<Value> results;
+  for (int64_t i = 0; i < count; ++i) {
+    SmallVector<OpFoldResult> offsets(t.getRank(), rw.getIndexAttr(0));
+    offsets[*dim] = rw.getIndexAttr(i);
+    Value r = tensor::ExtractSliceOp::create(rw, loc, t.clone(shape), src,
+                                             offsets, sizes, strides);
+    results.push_back(castTo(rw, loc, r, resultType(op, i)));
+  }
+  rw.replaceOp(op, results);
+  return success();
+}
+
 /// Zeros of the op's result type; dynamic dims from `like`'s dims (the
 /// grad_output of a slice/select backward, without `skipDim`) or the
 /// `input_sizes` arg.
@@ -1199,6 +1236,7 @@ void terra::populateDataMovementLowerings(LoweringRegistry &r) {
   r.add("aten.expand", rollBackOnFailure<lowerExpand>);
   r.add("aten.slice.Tensor", rollBackOnFailure<lowerSlice>);
   r.add("aten.select.int", rollBackOnFailure<lowerSelect>);
+  r.add("aten.unbind.int", rollBackOnFailure<lowerUnbind>);
   for (StringRef n : {"aten.split.Tensor", "aten.split_with_sizes"})
     r.add(n, rollBackOnFailure<lowerSplit>);
   r.add("aten.slice_backward", rollBackOnFailure<lowerSliceBackward>);

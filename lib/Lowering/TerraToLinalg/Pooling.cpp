@@ -1,4 +1,8 @@
-//===- Pooling.cpp - 2-D max/avg/adaptive-avg pooling and backward ops ----===//
+//===- Pooling.cpp - 2-D pooling, nearest upsampling and backward ops -----===//
+//
+// (Nearest upsampling by integer factors, forward and backward, is at the
+// end: one linalg.generic each, indices divided / blocks summed by affine
+// maps.)
 //
 // Inputs are NCHW or CHW (run as NCHW with a unit batch); spatial sizes must
 // be static, batch and channel sizes may be dynamic. Output sizes follow
@@ -705,7 +709,127 @@ LogicalResult lowerAdaptiveAvgPoolBackward(DLOp op, ValueRange o,
 
 } // namespace
 
+namespace {
+
+/// The integer factor of each spatial dim of an NCHW nearest upsampling
+/// from `in` to `out` (static sizes, out = factor * in), checked against
+/// the op's `scale_factors` when it has them; nullopt otherwise. With an
+/// integer factor, aten's source index floor(dst * (1 / factor)) is the
+/// integer division dst / factor.
+std::optional<SmallVector<int64_t>> nearestFactors(DLOp op, RankedTensorType in,
+                                                   RankedTensorType out) {
+  if (in.getRank() != 4 || out.getRank() != 4)
+    return std::nullopt;
+  SmallVector<int64_t> factors;
+  for (int64_t d = 2; d < 4; ++d) {
+    int64_t i = in.getDimSize(d), o = out.getDimSize(d);
+    if (ShapedType::isDynamic(i) || ShapedType::isDynamic(o) || i <= 0 ||
+        o % i != 0)
+      return std::nullopt;
+    factors.push_back(o / i);
+  }
+  Attribute scales =
+      op.getArgsAttr() ? op.getArgsAttr().get("scale_factors") : nullptr;
+  if (auto list = dyn_cast_or_null<ArrayAttr>(scales)) {
+    if (list.size() != 2)
+      return std::nullopt;
+    for (auto [k, a] : llvm::enumerate(list)) {
+      auto f = dyn_cast<FloatAttr>(a);
+      auto n = dyn_cast<IntegerAttr>(a);
+      double v = f ? f.getValueAsDouble() : n ? double(n.getInt()) : -1.0;
+      if (v != double(factors[k]))
+        return std::nullopt;
+    }
+  }
+  return factors;
+}
+
+/// upsample_nearest2d.vec(input, output_size, scale_factors) with integer
+/// factors: out[n, c, h, w] = in[n, c, h / fh, w / fw], one
+/// linalg.generic whose input map divides the spatial indices.
+LogicalResult lowerUpsampleNearest(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 1)
+    return failure();
+  RankedTensorType in = cast<RankedTensorType>(o[0].getType());
+  RankedTensorType out = resultType(op);
+  std::optional<SmallVector<int64_t>> f = nearestFactors(op, in, out);
+  if (!f)
+    return failure();
+  Location loc = op.getLoc();
+  MLIRContext *ctx = rw.getContext();
+  AffineExpr n = getAffineDimExpr(0, ctx), c = getAffineDimExpr(1, ctx);
+  AffineExpr h = getAffineDimExpr(2, ctx), w = getAffineDimExpr(3, ctx);
+  AffineMap src = AffineMap::get(
+      4, 0, {n, c, h.floorDiv((*f)[0]), w.floorDiv((*f)[1])}, ctx);
+  SmallVector<Value> dyn;
+  for (int64_t d = 0; d < 2; ++d)
+    if (out.isDynamicDim(d))
+      dyn.push_back(tensor::DimOp::create(rw, loc, o[0], d));
+  Value init = tensor::EmptyOp::create(rw, loc, out, dyn);
+  auto g = linalg::GenericOp::create(
+      rw, loc, out, o[0], init,
+      SmallVector<AffineMap>{src, rw.getMultiDimIdentityMap(4)},
+      SmallVector<utils::IteratorType>(4, utils::IteratorType::parallel),
+      [](OpBuilder &b, Location l, ValueRange a) {
+        linalg::YieldOp::create(b, l, a[0]);
+      });
+  rw.replaceOp(op, g.getResult(0));
+  return success();
+}
+
+/// upsample_nearest2d_backward.vec(grad_output, output_size, input_size,
+/// scale_factors) with integer factors: each input position sums its
+/// fh x fw block of grad_output (a reduction over the block's offsets).
+LogicalResult lowerUpsampleNearestBackward(DLOp op, ValueRange o,
+                                           PatternRewriter &rw) {
+  if (o.size() != 1)
+    return failure();
+  RankedTensorType grad = cast<RankedTensorType>(o[0].getType());
+  RankedTensorType out = resultType(op);
+  std::optional<SmallVector<int64_t>> f = nearestFactors(op, out, grad);
+  if (!f || !isFloat(out.getElementType()))
+    return failure();
+  Location loc = op.getLoc();
+  MLIRContext *ctx = rw.getContext();
+  SmallVector<AffineExpr> d;
+  for (unsigned i = 0; i < 6; ++i)
+    d.push_back(getAffineDimExpr(i, ctx));
+  // (n, c, h, w, a, b): grad_output[n, c, h * fh + a, w * fw + b].
+  AffineMap src = AffineMap::get(
+      6, 0, {d[0], d[1], d[2] * (*f)[0] + d[4], d[3] * (*f)[1] + d[5]}, ctx);
+  AffineMap block = AffineMap::get(6, 0, {d[4], d[5]}, ctx);
+  AffineMap dst = AffineMap::get(6, 0, {d[0], d[1], d[2], d[3]}, ctx);
+  SmallVector<Value> dyn;
+  for (int64_t k = 0; k < 2; ++k)
+    if (out.isDynamicDim(k))
+      dyn.push_back(tensor::DimOp::create(rw, loc, o[0], k));
+  Value zero = scalarConstant(rw, loc, out.getElementType(), 0.0);
+  Value empty = tensor::EmptyOp::create(rw, loc, out, dyn);
+  Value init = linalg::FillOp::create(rw, loc, zero, empty).getResult(0);
+  // The block's shape as an operand fixes the reduction dims' extents.
+  Value window = tensor::EmptyOp::create(
+      rw, loc, SmallVector<int64_t>{(*f)[0], (*f)[1]}, out.getElementType());
+  using IT = utils::IteratorType;
+  auto g = linalg::GenericOp::create(
+      rw, loc, out, ValueRange{o[0], window}, init,
+      SmallVector<AffineMap>{src, block, dst},
+      SmallVector<IT>{IT::parallel, IT::parallel, IT::parallel, IT::parallel,
+                      IT::reduction, IT::reduction},
+      [](OpBuilder &b, Location l, ValueRange a) {
+        linalg::YieldOp::create(b, l,
+                                Value(arith::AddFOp::create(b, l, a[2], a[0])));
+      });
+  rw.replaceOp(op, g.getResult(0));
+  return success();
+}
+
+} // namespace
+
 void terra::populatePoolingLowerings(LoweringRegistry &r) {
+  r.add("aten.upsample_nearest2d.vec", lowerUpsampleNearest);
+  r.add("aten.upsample_nearest2d", lowerUpsampleNearest);
+  r.add("aten.upsample_nearest2d_backward.vec", lowerUpsampleNearestBackward);
+  r.add("aten.upsample_nearest2d_backward", lowerUpsampleNearestBackward);
   r.add("aten.max_pool2d", lowerMaxPoolValues);
   r.add("aten.max_pool2d_with_indices", lowerMaxPoolWithIndices);
   r.add("aten.max_pool2d_with_indices_backward", lowerMaxPoolBackward);

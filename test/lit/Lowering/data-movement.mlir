@@ -255,3 +255,17 @@ terra.graph @view_unknown_sizes_stays {
   %r = terra.op "aten.view"(%a) : (tensor<?x?x64xf32>) -> tensor<?x?x8x8xf32>
   terra.fetch 0 %r : tensor<?x?x8x8xf32>
 }
+
+// -----
+
+// unbind: one rank-reduced slice per result.
+// CHECK-LABEL: terra.graph @unbind
+// CHECK:         tensor.extract_slice %{{.*}}[0, 0] [1, 4] [1, 1] : tensor<2x4xf32> to tensor<4xf32>
+// CHECK:         tensor.extract_slice %{{.*}}[1, 0] [1, 4] [1, 1] : tensor<2x4xf32> to tensor<4xf32>
+// CHECK-NOT:     terra.op
+terra.graph @unbind {
+  %x = terra.feed 1 : tensor<2x4xf32>
+  %a:2 = terra.op "aten.unbind.int"(%x) args {dim = 0 : i64} : (tensor<2x4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  terra.fetch 0 %a#0 : tensor<4xf32>
+  terra.fetch 1 %a#1 : tensor<4xf32>
+}

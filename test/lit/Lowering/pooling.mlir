@@ -159,3 +159,21 @@ terra.graph @max_pool_bad_padding_stays {
   %r:2 = terra.op "aten.max_pool2d_with_indices"(%x) args {kernel_size = [2, 2], stride = [2, 2], padding = [2, 2], dilation = [1, 1], ceil_mode = false} : (tensor<1x1x6x6xf32>) -> (tensor<1x1x5x5xf32>, tensor<1x1x5x5xi64>)
   terra.fetch 0 %r#0 : tensor<1x1x5x5xf32>
 }
+
+// -----
+
+// Nearest upsampling by 2: the input map divides the spatial indices; its
+// backward sums each 2x2 block (two reduction dims).
+// CHECK-DAG:   #[[DIV:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2 floordiv 2, d3 floordiv 2)>
+// CHECK-DAG:   #[[BLK:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2 * 2 + d4, d3 * 2 + d5)>
+// CHECK-LABEL: terra.graph @upsample_nearest
+// CHECK:         linalg.generic {indexing_maps = [#[[DIV]], {{.*}}], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+// CHECK:         linalg.generic {indexing_maps = [#[[BLK]], {{.*}}], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]}
+// CHECK:           arith.addf
+// CHECK-NOT:     terra.op
+terra.graph @upsample_nearest {
+  %x = terra.feed 1 : tensor<1x2x3x4xf32>
+  %y = terra.op "aten.upsample_nearest2d.vec"(%x) args {output_size, scale_factors = [2.0 : f64, 2.0 : f64]} : (tensor<1x2x3x4xf32>) -> tensor<1x2x6x8xf32>
+  %g = terra.op "aten.upsample_nearest2d_backward.vec"(%y) args {output_size, input_size = [1, 2, 3, 4], scale_factors = [2.0 : f64, 2.0 : f64]} : (tensor<1x2x6x8xf32>) -> tensor<1x2x3x4xf32>
+  terra.fetch 0 %g : tensor<1x2x3x4xf32>
+}
