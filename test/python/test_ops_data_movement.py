@@ -323,3 +323,30 @@ def test_unbind(dim):
     x = torch.randn(3, 4, 2)
     expected = torch.ops.aten.unbind.int(x, dim)
     check_expected("aten.unbind.int", [x], {"dim": dim}, expected)
+
+
+def test_index_tensor_advanced_indexing():
+    x = torch.randn(4, 5, 3)
+    i = torch.tensor([0, 3, -1, 2, 2])
+    j = torch.tensor([4, 0, 1, -5, 2])
+    check_expected("aten.index.Tensor", [x, i], {}, x[i])
+    check_expected("aten.index.Tensor", [x, i, j], {}, x[i, j])
+    # Broadcasting index tensors: (2, 1) against (1, 3).
+    a, b = torch.tensor([[0], [3]]), torch.tensor([[1, 2, 4]])
+    check_expected("aten.index.Tensor", [x, a, b], {}, x[a, b])
+    k = torch.tensor([1, 0, 2, 2, 0])
+    check_expected("aten.index.Tensor", [x, i, j, k], {}, x[i, j, k])
+    check_expected("aten.index.Tensor", [x, i], {}, x[i], dynamic=[1])
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put_every_dim_indexed(accumulate):
+    x = torch.randn(3, 4)
+    i = torch.tensor([0, 2, -1, 0])
+    j = torch.tensor([1, 3, 0, 1])  # (0, 1) twice: the last value, or the sum
+    v = torch.randn(4)
+    expected = torch.ops.aten.index_put(x, [i, j], v, accumulate)
+    check_expected("aten.index_put", [x, i, j, v], {"accumulate": accumulate}, expected)
+    s = torch.tensor(7.0)
+    expected = torch.ops.aten.index_put(x, [i, j], s, accumulate)
+    check_expected("aten.index_put", [x, i, j, s], {"accumulate": accumulate}, expected)

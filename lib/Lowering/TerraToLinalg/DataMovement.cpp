@@ -960,6 +960,175 @@ Value buildGather(OpBuilder &b, Location loc, RankedTensorType rt,
   return g.getResult(0);
 }
 
+/// Integer index tensors of advanced indexing (aten.index.Tensor /
+/// index_put): not bool or uint8 masks, whose result sizes depend on their
+/// values (the tracer shapes `x[mask]` from the mask it read; such ops
+/// stay on the host).
+bool isPositionIndex(Value v) {
+  Type et = tensorType(v).getElementType();
+  return isa<IntegerType>(et) && !et.isInteger(1) && !et.isUnsignedInteger(8) &&
+         !et.isInteger(8);
+}
+
+/// An advanced index `i` into a dim of size `n`, wrapped like aten
+/// (negative counts from the end) and checked.
+Value wrapPosition(OpBuilder &b, Location l, Value i, Value n, StringRef msg) {
+  Value neg = arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, i,
+                                    cstIndex(b, l, 0));
+  i = arith::SelectOp::create(b, l, neg, arith::AddIOp::create(b, l, i, n), i);
+  assertInBounds(b, l, i, n, msg);
+  return i;
+}
+
+/// aten.index.Tensor(self, indices) with k integer index tensors of one
+/// rank (broadcasting only from static size-1 dims): result[b..., r...] =
+/// self[idx_0[b...], ..., idx_{k-1}[b...], r...]. One linalg.generic over
+/// the result that reads the index tensors through their (broadcast) maps
+/// and extracts from self.
+LogicalResult lowerIndexTensor(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() < 2)
+    return failure();
+  Location loc = op.getLoc();
+  Value self = o[0];
+  ValueRange idx = o.drop_front();
+  RankedTensorType st = tensorType(self), rt = resultType(op);
+  int64_t k = idx.size(), rank = st.getRank();
+  int64_t rb = tensorType(idx[0]).getRank();
+  if (k > rank || rt.getRank() != rb + rank - k)
+    return failure();
+  for (Value i : idx)
+    if (!isPositionIndex(i) || tensorType(i).getRank() != rb)
+      return failure();
+  MLIRContext *ctx = rw.getContext();
+  int64_t r = rt.getRank();
+  SmallVector<AffineMap> maps;
+  SmallVector<Value> dyn;
+  // Per broadcast dim: the index tensors that are not broadcast along it.
+  SmallVector<Value> full(rb);
+  for (Value i : idx) {
+    SmallVector<AffineExpr> exprs;
+    for (int64_t d = 0; d < rb; ++d) {
+      if (tensorType(i).getDimSize(d) == 1 && rt.getDimSize(d) != 1) {
+        exprs.push_back(getAffineConstantExpr(0, ctx));
+        continue;
+      }
+      exprs.push_back(getAffineDimExpr(d, ctx));
+      if (!full[d]) {
+        full[d] = i;
+      } else if (tensorType(i).isDynamicDim(d) ||
+                 tensorType(full[d]).isDynamicDim(d)) {
+        assertEqual(rw, loc, tensor::DimOp::create(rw, loc, i, d),
+                    tensor::DimOp::create(rw, loc, full[d], d),
+                    "index: index tensors of different shapes");
+      }
+    }
+    maps.push_back(AffineMap::get(r, 0, exprs, ctx));
+  }
+  for (int64_t d = 0; d < r; ++d) {
+    if (!rt.isDynamicDim(d))
+      continue;
+    if (d < rb && !full[d])
+      return failure();
+    dyn.push_back(
+        d < rb ? Value(tensor::DimOp::create(rw, loc, full[d], d))
+               : Value(tensor::DimOp::create(rw, loc, self, d - rb + k)));
+  }
+  SmallVector<Value> sizes;
+  for (int64_t d = 0; d < k; ++d)
+    sizes.push_back(tensor::DimOp::create(rw, loc, self, d));
+  maps.push_back(rw.getMultiDimIdentityMap(r));
+  Value init = tensor::EmptyOp::create(rw, loc, rt, dyn);
+  auto g = linalg::GenericOp::create(
+      rw, loc, rt, idx, init, maps,
+      SmallVector<utils::IteratorType>(r, utils::IteratorType::parallel),
+      [&](OpBuilder &b, Location l, ValueRange a) {
+        SmallVector<Value> coords;
+        for (int64_t j = 0; j < k; ++j)
+          coords.push_back(wrapPosition(b, l, toIndex(b, l, a[j]), sizes[j],
+                                        "index: index out of range"));
+        for (int64_t d = rb; d < r; ++d)
+          coords.push_back(linalg::IndexOp::create(b, l, d));
+        linalg::YieldOp::create(
+            b, l, Value(tensor::ExtractOp::create(b, l, self, coords)));
+      });
+  rw.replaceOp(op, castTo(rw, loc, g.getResult(0), rt));
+  return success();
+}
+
+/// aten.index_put(self, indices, values, accumulate) with one 1-D integer
+/// index tensor per dim of self (every dim indexed) and values of 0 or 1
+/// dims: a copy of self written (or, accumulating, added to) element by
+/// element in index order, so a repeated position gets the last value, as
+/// aten's CPU kernel gives it.
+LogicalResult lowerIndexPut(DLOp op, ValueRange o, PatternRewriter &rw) {
+  Location loc = op.getLoc();
+  if (o.size() < 3)
+    return failure();
+  Value self = o.front(), values = o.back();
+  ValueRange idx = o.drop_front().drop_back();
+  RankedTensorType st = tensorType(self), vt = tensorType(values);
+  Type et = st.getElementType();
+  if (int64_t(idx.size()) != st.getRank() || vt.getRank() > 1 ||
+      vt.getElementType() != et || resultType(op) != st)
+    return failure();
+  for (Value i : idx)
+    if (!isPositionIndex(i) || tensorType(i).getRank() != 1)
+      return failure();
+  bool accumulate = getBoolArg(op, "accumulate").value_or(false);
+  if (accumulate && et.isInteger(1))
+    return failure();
+  Value zero = cstIndex(rw, loc, 0), one = cstIndex(rw, loc, 1);
+  Value n = tensor::DimOp::create(rw, loc, idx[0], 0);
+  for (Value i : idx.drop_front())
+    assertEqual(rw, loc, tensor::DimOp::create(rw, loc, i, 0), n,
+                "index_put: index tensors of different lengths");
+  Value vn;
+  if (vt.getRank() == 1) {
+    vn = tensor::DimOp::create(rw, loc, values, 0);
+    Value ok = arith::OrIOp::create(
+        rw, loc,
+        arith::CmpIOp::create(rw, loc, arith::CmpIPredicate::eq, vn, n),
+        arith::CmpIOp::create(rw, loc, arith::CmpIPredicate::eq, vn, one));
+    cf::AssertOp::create(rw, loc, ok,
+                         "index_put: values do not match the indices");
+  }
+  SmallVector<Value> sizes;
+  for (int64_t d = 0; d < st.getRank(); ++d)
+    sizes.push_back(tensor::DimOp::create(rw, loc, self, d));
+  // The copy the loop writes into (the op is functional here).
+  Value copy =
+      linalg::CopyOp::create(rw, loc, self, emptyLike(rw, loc, st, self))
+          .getResult(0);
+  auto loop = scf::ForOp::create(
+      rw, loc, zero, n, one, ValueRange{copy},
+      [&](OpBuilder &b, Location l, Value iv, ValueRange iter) {
+        SmallVector<Value> coords;
+        for (auto [d, i] : llvm::enumerate(idx))
+          coords.push_back(wrapPosition(
+              b, l, toIndex(b, l, tensor::ExtractOp::create(b, l, i, iv)),
+              sizes[d], "index_put: index out of range"));
+        Value v;
+        if (vt.getRank() == 0) {
+          v = tensor::ExtractOp::create(b, l, values, ValueRange{});
+        } else {
+          Value at = arith::SelectOp::create(
+              b, l,
+              arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, vn, one),
+              zero, iv);
+          v = tensor::ExtractOp::create(b, l, values, at);
+        }
+        if (accumulate) {
+          Value old = tensor::ExtractOp::create(b, l, iter[0], coords);
+          v = isFloat(et) ? Value(arith::AddFOp::create(b, l, old, v))
+                          : Value(arith::AddIOp::create(b, l, old, v));
+        }
+        scf::YieldOp::create(
+            b, l, Value(tensor::InsertOp::create(b, l, v, iter[0], coords)));
+      });
+  rw.replaceOp(op, loop.getResult(0));
+  return success();
+}
+
 LogicalResult lowerIndexSelect(DLOp op, ValueRange o, PatternRewriter &rw) {
   if (o.size() != 2 || !isIntTensor(o[1]) || tensorType(o[1]).getRank() > 1)
     return failure();
@@ -1244,6 +1413,9 @@ void terra::populateDataMovementLowerings(LoweringRegistry &r) {
   r.add("aten.cat", rollBackOnFailure<lowerCat>);
   r.add("aten.stack", rollBackOnFailure<lowerStack>);
   r.add("aten.index_select", rollBackOnFailure<lowerIndexSelect>);
+  r.add("aten.index.Tensor", rollBackOnFailure<lowerIndexTensor>);
+  for (StringRef n : {"aten.index_put", "aten.index_put_"})
+    r.add(n, rollBackOnFailure<lowerIndexPut>);
   r.add("aten.gather", rollBackOnFailure<lowerGather>);
   r.add("aten.embedding", rollBackOnFailure<lowerEmbedding>);
   r.add("aten.embedding_dense_backward",

@@ -269,3 +269,28 @@ terra.graph @unbind {
   terra.fetch 0 %a#0 : tensor<4xf32>
   terra.fetch 1 %a#1 : tensor<4xf32>
 }
+
+// -----
+
+// Advanced indexing reads the index tensors in a generic and extracts from
+// self (negative indices wrap); index_put writes a copy element by element
+// in an scf.for (repeated positions: the last value wins).
+// CHECK-LABEL: terra.graph @advanced_indexing
+// CHECK:         linalg.generic
+// CHECK:           arith.select
+// CHECK:           cf.assert {{.*}} "index: index out of range"
+// CHECK:           tensor.extract
+// CHECK:         linalg.copy
+// CHECK:         scf.for
+// CHECK:           tensor.insert
+// CHECK-NOT:     terra.op
+terra.graph @advanced_indexing {
+  %x = terra.feed 1 : tensor<4x5xf32>
+  %i = terra.feed 2 : tensor<?xi64>
+  %j = terra.feed 3 : tensor<?xi64>
+  %v = terra.feed 4 : tensor<f32>
+  %g = terra.op "aten.index.Tensor"(%x, %i) : (tensor<4x5xf32>, tensor<?xi64>) -> tensor<?x5xf32>
+  %p = terra.op "aten.index_put"(%x, %i, %j, %v) args {accumulate = false} : (tensor<4x5xf32>, tensor<?xi64>, tensor<?xi64>, tensor<f32>) -> tensor<4x5xf32>
+  terra.fetch 0 %g : tensor<?x5xf32>
+  terra.fetch 1 %p : tensor<4x5xf32>
+}
