@@ -14,6 +14,13 @@
 // (tensor.expand_shape) are looked through the same way; any other 5-D
 // operand is collapsed to 4-D.
 //
+// Transposed convolutions need no entry points of their own: the lowering
+// expresses them through these same ops (TerraToLinalg/Convolution.cpp),
+// the forward as a grad_input generic whose spread-out grad_output is the
+// transposed convolution's input, the backward as a forward convolution
+// (grad_input) and a grad_weight generic with input and grad_output
+// swapped (grad_weight), so they become the same oneDNN calls.
+//
 // The call is emitted in destination-passing style on buffers, inside the
 // tensor program: inputs through `bufferization.to_buffer read_only` (one-
 // shot bufferization hands over their buffers, host views included,

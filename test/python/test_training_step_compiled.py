@@ -141,6 +141,32 @@ def test_cnn_nll_sgd(tmp_path: Path) -> None:
             "aten._log_softmax", "aten.nll_loss_forward"} <= names
 
 
+class Upsampler(torch.nn.Module):
+    """Transposed convolutions as in DCGAN's generator (with output_padding
+    and a bias on the first)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up1 = torch.nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1)
+        self.up2 = torch.nn.ConvTranspose2d(4, 2, 4, stride=2, padding=1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.up2(F.relu(self.up1(x)))
+
+
+def upsampler_batches() -> list[tuple[torch.Tensor, torch.Tensor]]:
+    g = torch.Generator().manual_seed(7)
+    return [(torch.randn(4, 3, 4, 4, generator=g), torch.randn(4, 2, 16, 16, generator=g))
+            for _ in range(STEPS)]
+
+
+def test_conv_transpose_mse_sgd(tmp_path: Path) -> None:
+    compiled = compare(Upsampler, lambda m: torch.optim.SGD(m.parameters(), lr=0.1), mse_step,
+                       upsampler_batches(), tmp_path, traced_steps=2)
+    names = set(compiled.tracer.traces[-1].op_names())
+    assert {"aten.convolution", "aten.convolution_backward"} <= names
+
+
 class MLPInplace(MLP):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc2(F.relu(self.fc1(x), inplace=True))

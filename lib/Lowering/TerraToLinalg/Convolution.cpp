@@ -7,8 +7,8 @@
 // count; where that is ambiguous, a lowering reads `args` to see which are
 // absent. aten.convolution has 3 operands with a bias and 2 without.
 //
-// aten.convolution (non-transposed; 2-D NCHW, or 1-D NCL run as 2-D with a
-// unit height; any stride, padding, dilation and groups): tensor.pad, then
+// aten.convolution (2-D NCHW, or 1-D NCL run as 2-D with a unit height; any
+// stride, padding, dilation and groups): tensor.pad, then
 // linalg.conv_2d_nchw_fchw (groups == 1) or linalg.conv_2d_ngchw_gfchw on
 // group-split views (groups > 1), accumulating into an init that holds the
 // broadcast bias (or zeros).
@@ -24,15 +24,31 @@
 // zeros (the result count is stable); an op with fewer results holds the
 // requested ones in order.
 //
+// Transposed convolutions (transposed = true, weight (Cin, Cout/G, KH, KW),
+// any output_padding PyTorch accepts) reuse the same builders through the
+// ordinary convolution C with the same weight, stride, padding, dilation
+// and groups that maps (N, Cout, Ho, Wo) to (N, Cin, H, W), Ho being
+// PyTorch's (H - 1) * stride - 2 * pad + dil * (K - 1) + output_padding + 1:
+//   forward:     C's grad_input at grad_output = x, plus the bias (a
+//                pointwise generic);
+//   grad_input:  C's forward of grad_output (named convolution, zero init);
+//   grad_weight: C's grad_weight with input grad_output and grad_output x;
+//   grad_bias:   as above.
+// output_padding only adds rows at the bottom (right), which C's input
+// gradient already produces. When output_padding >= stride (possible when
+// dilation > stride), C's output has output_padding / stride more rows
+// than x: x gets that many zero rows appended (forward, grad_weight) and
+// grad_input is cut back to x's size.
+//
 // The gradient generics carry `terra.library` (with stride and dilation) so
 // that, on the CPU, terra-library-convolutions recognizes them (and the
 // named convolutions) and calls the runtime's oneDNN-backed entry points
 // with the unpadded input and the original grad_output instead; this linalg
-// form is what other backends (the GPU pipeline) compile.
+// form is what other backends (the GPU pipeline) compile. Transposed
+// convolutions thus become the same library calls.
 //
 // Both need static spatial sizes (input, weight, output) and f32/f64;
-// batch and channel sizes may be dynamic and get runtime guards. Transposed
-// convolutions stay host ops.
+// batch and channel sizes may be dynamic and get runtime guards.
 //
 //===----------------------------------------------------------------------===//
 #include "Utils.h"
@@ -49,37 +65,56 @@ bool isDyn(int64_t d) { return ShapedType::isDynamic(d); }
 bool compatible(int64_t a, int64_t b) { return isDyn(a) || isDyn(b) || a == b; }
 
 /// The args of a convolution, normalized to two spatial dims (a 1-D
-/// convolution is a 2-D one of unit height).
+/// convolution is a 2-D one of unit height). output_padding is kept only
+/// for transposed convolutions (PyTorch ignores it otherwise).
 struct ConvParams {
-  SmallVector<int64_t> stride, padding, dilation;
+  SmallVector<int64_t> stride, padding, dilation, outputPadding;
   int64_t groups = 1;
+  bool transposed = false;
 };
 
-std::optional<ConvParams> getConvParams(DLOp op, unsigned spatialRank) {
-  if (getBoolArg(op, "transposed").value_or(false))
-    return std::nullopt;
-  auto stride = getSpatialArg(op, "stride", spatialRank,
-                              SmallVector<int64_t>(spatialRank, 1));
-  auto padding = getSpatialArg(op, "padding", spatialRank,
-                               SmallVector<int64_t>(spatialRank, 0));
-  auto dilation = getSpatialArg(op, "dilation", spatialRank,
-                                SmallVector<int64_t>(spatialRank, 1));
+/// The convolution args of `op`, or nullopt with `why` saying what is
+/// malformed or unsupported.
+std::optional<ConvParams> getConvParams(DLOp op, unsigned spatialRank,
+                                        StringRef &why) {
+  SmallVector<int64_t> zeros(spatialRank, 0), ones(spatialRank, 1);
+  auto stride = getSpatialArg(op, "stride", spatialRank, ones);
+  auto padding = getSpatialArg(op, "padding", spatialRank, zeros);
+  auto dilation = getSpatialArg(op, "dilation", spatialRank, ones);
+  auto outputPadding = getSpatialArg(op, "output_padding", spatialRank, zeros);
   int64_t groups = getIntArg(op, "groups").value_or(1);
-  if (!stride || !padding || !dilation || groups < 1)
+  if (!stride || !padding || !dilation || !outputPadding || groups < 1) {
+    why = "malformed stride, padding, dilation, output_padding or groups";
     return std::nullopt;
+  }
   ConvParams p;
   p.groups = groups;
+  p.transposed = getBoolArg(op, "transposed").value_or(false);
+  if (!p.transposed)
+    outputPadding = zeros;
   if (spatialRank == 1) {
     p.stride.push_back(1);
     p.padding.push_back(0);
     p.dilation.push_back(1);
+    p.outputPadding.push_back(0);
   }
   p.stride.append(*stride);
   p.padding.append(*padding);
   p.dilation.append(*dilation);
-  for (int d = 0; d < 2; ++d)
-    if (p.stride[d] < 1 || p.padding[d] < 0 || p.dilation[d] < 1)
+  p.outputPadding.append(*outputPadding);
+  for (int d = 0; d < 2; ++d) {
+    if (p.stride[d] < 1 || p.padding[d] < 0 || p.dilation[d] < 1) {
+      why = "stride and dilation must be positive, padding non-negative";
       return std::nullopt;
+    }
+    // PyTorch's own check: the extra output rows must lie within one
+    // stride or one dilation step.
+    if (p.outputPadding[d] < 0 || (p.outputPadding[d] >= p.stride[d] &&
+                                   p.outputPadding[d] >= p.dilation[d])) {
+      why = "output_padding must be smaller than stride or dilation";
+      return std::nullopt;
+    }
+  }
   return p;
 }
 
@@ -121,6 +156,48 @@ std::optional<ConvGeom> getGeometry(RankedTensorType x, RankedTensorType w,
   return g;
 }
 
+/// The geometry of a transposed convolution of input `x` (N, Cin, H, W) and
+/// weight `w` (Cin, Cout/G, KH, KW), both rank 4, as the ordinary
+/// convolution whose input gradient it is: that convolution's input (H, W
+/// in the result) is the transposed convolution's output, of PyTorch's size
+/// (H - 1) * stride - 2 * pad + dil * (KH - 1) + output_padding + 1, and
+/// its output (OH, OW) covers x: OH = H + output_padding / stride, so when
+/// output_padding >= stride (allowed with a larger dilation) x needs
+/// OH - H zero rows appended to make the sizes consistent. nullopt when a
+/// spatial size is dynamic or the sizes cannot form a transposed
+/// convolution.
+std::optional<ConvGeom> getTransposedGeometry(RankedTensorType x,
+                                              RankedTensorType w,
+                                              const ConvParams &p) {
+  for (int d = 2; d < 4; ++d)
+    if (x.isDynamicDim(d) || w.isDynamicDim(d))
+      return std::nullopt;
+  int64_t in[2] = {x.getDimSize(2), x.getDimSize(3)},
+          k[2] = {w.getDimSize(2), w.getDimSize(3)}, full[2], out[2];
+  for (int d = 0; d < 2; ++d) {
+    if (k[d] < 1 || in[d] < 1)
+      return std::nullopt;
+    int64_t ext = (k[d] - 1) * p.dilation[d];
+    full[d] = (in[d] - 1) * p.stride[d] - 2 * p.padding[d] + ext +
+              p.outputPadding[d] + 1;
+    if (full[d] < 1)
+      return std::nullopt;
+    out[d] = (full[d] + 2 * p.padding[d] - ext - 1) / p.stride[d] + 1;
+    if (out[d] < in[d])
+      return std::nullopt;
+  }
+  int64_t G = p.groups, C = x.getDimSize(1), F = w.getDimSize(0);
+  if ((!isDyn(F) && F % G) || !compatible(C, F))
+    return std::nullopt;
+  return ConvGeom{full[0], full[1], k[0], k[1], out[0], out[1]};
+}
+
+/// The output channels of a transposed convolution with weight `w`
+/// (Cin, Cout/G, KH, KW): Cout, or dynamic.
+int64_t transposedOutChannels(RankedTensorType w, int64_t groups) {
+  return w.isDynamicDim(1) ? ShapedType::kDynamic : w.getDimSize(1) * groups;
+}
+
 bool isConvFloat(Type t) { return t.isF32() || t.isF64(); }
 
 Value indexConst(OpBuilder &b, Location loc, int64_t v) {
@@ -144,6 +221,35 @@ void guardChannels(OpBuilder &b, Location loc, Value x, Value w, int64_t G) {
     guardEqual(b, loc, OpFoldResult(rem), b.getIndexAttr(0),
                "output channels must be divisible by groups");
   }
+}
+
+/// Guards the channel consistency of a transposed convolution (input
+/// channels equal weight dim 0, which the groups divide) that the static
+/// types leave open.
+void guardTransposedChannels(OpBuilder &b, Location loc, Value x, Value w,
+                             int64_t G) {
+  auto xt = cast<RankedTensorType>(x.getType());
+  auto wt = cast<RankedTensorType>(w.getType());
+  if (xt.isDynamicDim(1) || wt.isDynamicDim(0))
+    guardEqual(b, loc, getSizes(b, loc, x)[1], getSizes(b, loc, w)[0],
+               "input channels must equal weight dim 0 (transposed)");
+  if (wt.isDynamicDim(0) && G > 1) {
+    Value c = tensor::DimOp::create(b, loc, w, 0);
+    Value rem = arith::RemUIOp::create(b, loc, c, indexConst(b, loc, G));
+    guardEqual(b, loc, OpFoldResult(rem), b.getIndexAttr(0),
+               "input channels must be divisible by groups");
+  }
+}
+
+/// Weight dim 1 times the groups: a transposed convolution's output
+/// channels.
+OpFoldResult transposedOutChannels(OpBuilder &b, Location loc, Value w,
+                                   int64_t G) {
+  auto wt = cast<RankedTensorType>(w.getType());
+  if (!wt.isDynamicDim(1))
+    return b.getIndexAttr(wt.getDimSize(1) * G);
+  Value cg = tensor::DimOp::create(b, loc, w, 1);
+  return arith::MulIOp::create(b, loc, cg, indexConst(b, loc, G)).getResult();
 }
 
 /// `v` with dim `dim` split into (outer, size / outer).
@@ -214,6 +320,19 @@ Value buildReduction(OpBuilder &b, Location loc, Value init, ValueRange ins,
       .getResult(0);
 }
 
+/// The window of `v` (N, C, H, W) at spatial `offsets` with spatial `sizes`.
+Value sliceSpatial(OpBuilder &b, Location loc, Value v,
+                   ArrayRef<int64_t> offsets, ArrayRef<int64_t> sizes) {
+  SmallVector<OpFoldResult> vs = getSizes(b, loc, v);
+  SmallVector<OpFoldResult> offs = {b.getIndexAttr(0), b.getIndexAttr(0),
+                                    b.getIndexAttr(offsets[0]),
+                                    b.getIndexAttr(offsets[1])};
+  SmallVector<OpFoldResult> szs = {vs[0], vs[1], b.getIndexAttr(sizes[0]),
+                                   b.getIndexAttr(sizes[1])};
+  SmallVector<OpFoldResult> ones(4, b.getIndexAttr(1));
+  return tensor::ExtractSliceOp::create(b, loc, v, offs, szs, ones);
+}
+
 /// Records on the generic defining `r` which library routine it computes
 /// (terra-library-convolutions replaces it when its maps are still the
 /// ones built from these parameters).
@@ -226,121 +345,32 @@ void tagLibrary(OpBuilder &b, Value r, StringRef routine,
 }
 
 //===----------------------------------------------------------------------===//
-// aten.convolution
+// Builders: the forward convolution and the gradients
 //===----------------------------------------------------------------------===//
 
-LogicalResult lowerConvolution(DLOp op, ValueRange o, PatternRewriter &rw) {
-  // 1. Static properties.
-  if ((o.size() != 2 && o.size() != 3) || op.getNumResults() != 1)
-    return rw.notifyMatchFailure(op, "expects input, weight, optional bias");
-  if (DictionaryAttr args = op.getArgsAttr())
-    if (o.size() == 3 && isa_and_nonnull<UnitAttr>(args.get("bias")))
-      return rw.notifyMatchFailure(op, "bias operand given but args say None");
-  auto xT = cast<RankedTensorType>(o[0].getType());
-  auto wT = cast<RankedTensorType>(o[1].getType());
-  RankedTensorType resT = resultType(op);
-  int64_t rank = xT.getRank();
-  Type et = xT.getElementType();
-  if ((rank != 3 && rank != 4) || wT.getRank() != rank ||
-      resT.getRank() != rank || !isConvFloat(et) || wT.getElementType() != et ||
-      resT.getElementType() != et)
-    return rw.notifyMatchFailure(op, "expects 1-D/2-D f32/f64 convolution");
-  std::optional<ConvParams> p = getConvParams(op, rank - 2);
-  if (!p)
-    return rw.notifyMatchFailure(op, "unsupported args (e.g. transposed)");
-  RankedTensorType x4 = as4d(xT), w4 = as4d(wT), r4 = as4d(resT);
-  std::optional<ConvGeom> g = getGeometry(x4, w4, *p);
-  if (!g)
-    return rw.notifyMatchFailure(op, "dynamic spatial or mismatched sizes");
-  if (!compatible(r4.getDimSize(0), x4.getDimSize(0)) ||
-      !compatible(r4.getDimSize(1), w4.getDimSize(0)) ||
-      !compatible(r4.getDimSize(2), g->OH) ||
-      !compatible(r4.getDimSize(3), g->OW))
-    return rw.notifyMatchFailure(op, "result type does not match");
-  Value bias = o.size() == 3 ? o[2] : Value();
-  if (bias) {
-    auto bT = cast<RankedTensorType>(bias.getType());
-    if (bT.getRank() != 1 || bT.getElementType() != et ||
-        !compatible(bT.getDimSize(0), w4.getDimSize(0)))
-      return rw.notifyMatchFailure(op, "bias must be 1-D with F elements");
-  }
-
-  // 2. Runtime guards.
-  Location loc = op.getLoc();
-  Value x = o[0], w = o[1];
-  if (rank == 3) {
-    x = insertUnitDim(rw, loc, x, 2);
-    w = insertUnitDim(rw, loc, w, 2);
-  }
-  int64_t G = p->groups;
-  guardChannels(rw, loc, x, w, G);
-  if (bias)
-    guardEqual(rw, loc, getSizes(rw, loc, w)[0], getSizes(rw, loc, bias)[0],
-               "bias size must equal output channels");
-
-  // 3. Init: the broadcast bias, or zeros.
-  SmallVector<OpFoldResult> sizes = {
-      getSizes(rw, loc, x)[0], getSizes(rw, loc, w)[0], rw.getIndexAttr(g->OH),
-      rw.getIndexAttr(g->OW)};
-  Value init;
-  if (bias) {
-    Value empty = tensor::EmptyOp::create(rw, loc, sizes, et);
-    init = linalg::BroadcastOp::create(rw, loc, bias, empty,
-                                       ArrayRef<int64_t>{0, 2, 3})
-               ->getResult(0);
-  } else {
-    init = zeroFilled(rw, loc, sizes, et);
-  }
-
-  // 4. The named convolution on the padded input.
-  Value zero = scalarConstant(rw, loc, et, 0.0);
-  Value xp = padTrailing(rw, loc, x, p->padding, p->padding, zero);
-  auto strides = rw.getI64TensorAttr(p->stride);
-  auto dilations = rw.getI64TensorAttr(p->dilation);
-  Value r;
-  if (G == 1) {
-    r = linalg::Conv2DNchwFchwOp::create(rw, loc, init.getType(),
-                                         ValueRange{xp, w}, ValueRange{init},
-                                         strides, dilations)
-            .getResult(0);
-  } else {
-    Value xg = splitDim(rw, loc, xp, 1, G);
-    Value wg = splitDim(rw, loc, w, 0, G);
-    Value ig = splitDim(rw, loc, init, 1, G);
-    r = linalg::Conv2DNgchwGfchwOp::create(rw, loc, ig.getType(),
-                                           ValueRange{xg, wg}, ValueRange{ig},
-                                           strides, dilations)
-            .getResult(0);
-    r = mergeDims(rw, loc, r, 1);
-  }
-  if (rank == 3)
-    r = dropUnitDim(rw, loc, r, 2);
-  rw.replaceOp(op, castWithGuards(rw, loc, r, resT));
-  return success();
-}
-
-//===----------------------------------------------------------------------===//
-// aten.convolution_backward
-//===----------------------------------------------------------------------===//
-
-std::optional<SmallVector<bool, 3>> getOutputMask(DLOp op) {
-  DictionaryAttr args = op.getArgsAttr();
-  Attribute a = args ? args.get("output_mask") : Attribute();
-  if (!a)
-    return SmallVector<bool, 3>{true, true, true};
-  auto arr = dyn_cast<ArrayAttr>(a);
-  if (!arr || arr.size() != 3)
-    return std::nullopt;
-  SmallVector<bool, 3> mask;
-  for (Attribute e : arr) {
-    if (auto bl = dyn_cast<BoolAttr>(e))
-      mask.push_back(bl.getValue());
-    else if (auto i = dyn_cast<IntegerAttr>(e))
-      mask.push_back(i.getValue() != 0);
-    else
-      return std::nullopt;
-  }
-  return mask;
+/// The forward convolution of `x` (N, C, H, W) with `w` (F, C/G, KH, KW),
+/// accumulated into `init` (N, F, OH, OW): tensor.pad, then
+/// linalg.conv_2d_nchw_fchw, or conv_2d_ngchw_gfchw on group-split views.
+Value convForward(OpBuilder &b, Location loc, Value x, Value w, Value init,
+                  const ConvParams &p) {
+  Type et = cast<RankedTensorType>(x.getType()).getElementType();
+  Value zero = scalarConstant(b, loc, et, 0.0);
+  Value xp = padTrailing(b, loc, x, p.padding, p.padding, zero);
+  auto strides = b.getI64TensorAttr(p.stride);
+  auto dilations = b.getI64TensorAttr(p.dilation);
+  if (p.groups == 1)
+    return linalg::Conv2DNchwFchwOp::create(b, loc, init.getType(),
+                                            ValueRange{xp, w}, ValueRange{init},
+                                            strides, dilations)
+        .getResult(0);
+  Value xg = splitDim(b, loc, xp, 1, p.groups);
+  Value wg = splitDim(b, loc, w, 0, p.groups);
+  Value ig = splitDim(b, loc, init, 1, p.groups);
+  Value r = linalg::Conv2DNgchwGfchwOp::create(
+                b, loc, ig.getType(), ValueRange{xg, wg}, ValueRange{ig},
+                strides, dilations)
+                .getResult(0);
+  return mergeDims(b, loc, r, 1);
 }
 
 /// grad_input (N, C, H, W) of a 2-D convolution. Writing q for the part of
@@ -348,13 +378,15 @@ std::optional<SmallVector<bool, 3>> getOutputMask(DLOp op) {
 /// grad_output goes into a zero tensor Z at offset (K-1)*dil - q every `stride`
 /// elements; then grad_in'[h] = sum_{f,i} Z[h + (K-1-i)*dil] * weight[f, c, i]
 /// is the gradient of the input padded by the remaining pad - q, which is
-/// sliced off at the end.
-Value convGradInput(OpBuilder &b, Location loc, Value go, Value x, Value w,
+/// sliced off at the end. Only `g`'s input and kernel sizes matter: the
+/// output rows are grad_output's.
+Value convGradInput(OpBuilder &b, Location loc, Value go, Value w,
                     const ConvParams &p, const ConvGeom &g) {
   auto goT = cast<RankedTensorType>(go.getType());
   Type et = goT.getElementType();
   int64_t G = p.groups;
-  int64_t K[2] = {g.KH, g.KW}, In[2] = {g.H, g.W}, Out[2] = {g.OH, g.OW};
+  int64_t K[2] = {g.KH, g.KW}, In[2] = {g.H, g.W},
+          Out[2] = {goT.getDimSize(2), goT.getDimSize(3)};
   SmallVector<int64_t> low, rest, inner, zsize;
   for (int d = 0; d < 2; ++d) {
     int64_t ext = (K[d] - 1) * p.dilation[d];
@@ -383,14 +415,7 @@ Value convGradInput(OpBuilder &b, Location loc, Value go, Value x, Value w,
   r = mergeDims(b, loc, r, 1); // N, C, H', W'
   if (rest[0] == 0 && rest[1] == 0)
     return r;
-  SmallVector<OpFoldResult> xs = getSizes(b, loc, r);
-  SmallVector<OpFoldResult> offs = {b.getIndexAttr(0), b.getIndexAttr(0),
-                                    b.getIndexAttr(rest[0]),
-                                    b.getIndexAttr(rest[1])};
-  SmallVector<OpFoldResult> szs = {xs[0], xs[1], b.getIndexAttr(g.H),
-                                   b.getIndexAttr(g.W)};
-  SmallVector<OpFoldResult> ones(4, b.getIndexAttr(1));
-  return tensor::ExtractSliceOp::create(b, loc, r, offs, szs, ones);
+  return sliceSpatial(b, loc, r, rest, {g.H, g.W});
 }
 
 /// grad_weight (F, Cg, KH, KW): sum_{n,oh,ow} xpad[n, c, oh*s + i*d] *
@@ -433,6 +458,190 @@ Value convGradBias(OpBuilder &b, Location loc, Value go) {
       {It::parallel, It::reduction, It::reduction, It::reduction});
 }
 
+/// `r` (N, C, H, W) plus `bias` (C) broadcast over batch and space, in place.
+Value addChannelBias(OpBuilder &b, Location loc, Value r, Value bias) {
+  MLIRContext *ctx = b.getContext();
+  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+  auto bMap = AffineMap::get(4, 0, {d(1)}, ctx);
+  auto id = AffineMap::getMultiDimIdentityMap(4, ctx);
+  SmallVector<utils::IteratorType> iters(4, utils::IteratorType::parallel);
+  return linalg::GenericOp::create(
+             b, loc, r.getType(), ValueRange{bias}, ValueRange{r},
+             ArrayRef<AffineMap>{bMap, id}, iters,
+             [&](OpBuilder &nb, Location nl, ValueRange a) {
+               linalg::YieldOp::create(
+                   nb, nl, Value(arith::AddFOp::create(nb, nl, a[1], a[0])));
+             })
+      .getResult(0);
+}
+
+/// Transposed convolutions, as the ordinary convolution (weight `w`, same
+/// stride, padding, dilation and groups) whose input gradient they are; `g`
+/// from getTransposedGeometry. `x` is the transposed convolution's input
+/// (N, Cin, H, W) and `y` its output or output gradient (N, Cout, g.H, g.W).
+
+/// `x` with the zero rows and columns appended that make it the ordinary
+/// convolution's output (OH, OW) (none unless output_padding >= stride).
+Value transposedExtendInput(OpBuilder &b, Location loc, Value x,
+                            const ConvGeom &g) {
+  auto t = cast<RankedTensorType>(x.getType());
+  Value zero = scalarConstant(b, loc, t.getElementType(), 0.0);
+  return padTrailing(b, loc, x, {0, 0},
+                     {g.OH - t.getDimSize(2), g.OW - t.getDimSize(3)}, zero);
+}
+
+/// The forward: the ordinary convolution's input gradient at grad_output =
+/// x.
+Value transposedForward(OpBuilder &b, Location loc, Value x, Value w,
+                        const ConvParams &p, const ConvGeom &g) {
+  return convGradInput(b, loc, transposedExtendInput(b, loc, x, g), w, p, g);
+}
+
+/// grad of x: the ordinary convolution of `y` = grad_output, cut to x's
+/// size.
+Value transposedGradInput(OpBuilder &b, Location loc, Value y, Value x, Value w,
+                          const ConvParams &p, const ConvGeom &g) {
+  Type et = cast<RankedTensorType>(y.getType()).getElementType();
+  Value init = zeroFilled(b, loc,
+                          {getSizes(b, loc, y)[0], getSizes(b, loc, w)[0],
+                           b.getIndexAttr(g.OH), b.getIndexAttr(g.OW)},
+                          et);
+  Value r = convForward(b, loc, y, w, init, p);
+  auto xt = cast<RankedTensorType>(x.getType());
+  if (g.OH == xt.getDimSize(2) && g.OW == xt.getDimSize(3))
+    return r;
+  return sliceSpatial(b, loc, r, {0, 0}, {xt.getDimSize(2), xt.getDimSize(3)});
+}
+
+/// grad of w (Cin, Cout/G, KH, KW): the ordinary convolution's weight
+/// gradient with input `y` = grad_output and grad_output x.
+Value transposedGradWeight(OpBuilder &b, Location loc, Value y, Value x,
+                           Value w, const ConvParams &p, const ConvGeom &g) {
+  return convGradWeight(b, loc, transposedExtendInput(b, loc, x, g), y, w, p,
+                        g);
+}
+
+//===----------------------------------------------------------------------===//
+// aten.convolution
+//===----------------------------------------------------------------------===//
+
+LogicalResult lowerConvolution(DLOp op, ValueRange o, PatternRewriter &rw) {
+  // 1. Static properties.
+  if ((o.size() != 2 && o.size() != 3) || op.getNumResults() != 1)
+    return rw.notifyMatchFailure(op, "expects input, weight, optional bias");
+  if (DictionaryAttr args = op.getArgsAttr())
+    if (o.size() == 3 && isa_and_nonnull<UnitAttr>(args.get("bias")))
+      return rw.notifyMatchFailure(op, "bias operand given but args say None");
+  auto xT = cast<RankedTensorType>(o[0].getType());
+  auto wT = cast<RankedTensorType>(o[1].getType());
+  RankedTensorType resT = resultType(op);
+  int64_t rank = xT.getRank();
+  Type et = xT.getElementType();
+  if ((rank != 3 && rank != 4) || wT.getRank() != rank ||
+      resT.getRank() != rank || !isConvFloat(et) || wT.getElementType() != et ||
+      resT.getElementType() != et)
+    return rw.notifyMatchFailure(op, "expects 1-D/2-D f32/f64 convolution");
+  StringRef why;
+  std::optional<ConvParams> p = getConvParams(op, rank - 2, why);
+  if (!p)
+    return rw.notifyMatchFailure(op, why);
+  RankedTensorType x4 = as4d(xT), w4 = as4d(wT), r4 = as4d(resT);
+  std::optional<ConvGeom> g = p->transposed ? getTransposedGeometry(x4, w4, *p)
+                                            : getGeometry(x4, w4, *p);
+  if (!g)
+    return rw.notifyMatchFailure(op, "dynamic spatial or mismatched sizes");
+  // The result's channels and spatial sizes (a transposed convolution's
+  // output is the ordinary convolution's input).
+  int64_t outC =
+      p->transposed ? transposedOutChannels(w4, p->groups) : w4.getDimSize(0);
+  int64_t outH = p->transposed ? g->H : g->OH;
+  int64_t outW = p->transposed ? g->W : g->OW;
+  if (!compatible(r4.getDimSize(0), x4.getDimSize(0)) ||
+      !compatible(r4.getDimSize(1), outC) ||
+      !compatible(r4.getDimSize(2), outH) ||
+      !compatible(r4.getDimSize(3), outW))
+    return rw.notifyMatchFailure(op, "result type does not match");
+  Value bias = o.size() == 3 ? o[2] : Value();
+  if (bias) {
+    auto bT = cast<RankedTensorType>(bias.getType());
+    if (bT.getRank() != 1 || bT.getElementType() != et ||
+        !compatible(bT.getDimSize(0), outC))
+      return rw.notifyMatchFailure(op, "bias must be 1-D with F elements");
+  }
+
+  // 2. Runtime guards.
+  Location loc = op.getLoc();
+  Value x = o[0], w = o[1];
+  if (rank == 3) {
+    x = insertUnitDim(rw, loc, x, 2);
+    w = insertUnitDim(rw, loc, w, 2);
+  }
+  int64_t G = p->groups;
+  if (p->transposed)
+    guardTransposedChannels(rw, loc, x, w, G);
+  else
+    guardChannels(rw, loc, x, w, G);
+  if (bias)
+    guardEqual(rw, loc,
+               p->transposed ? transposedOutChannels(rw, loc, w, G)
+                             : getSizes(rw, loc, w)[0],
+               getSizes(rw, loc, bias)[0],
+               "bias size must equal output channels");
+
+  Value r;
+  if (p->transposed) {
+    // 3./4. The ordinary convolution's input gradient at grad_output = x,
+    // then the bias.
+    r = transposedForward(rw, loc, x, w, *p, *g);
+    if (bias)
+      r = addChannelBias(rw, loc, r, bias);
+  } else {
+    // 3. Init: the broadcast bias, or zeros.
+    SmallVector<OpFoldResult> sizes = {
+        getSizes(rw, loc, x)[0], getSizes(rw, loc, w)[0],
+        rw.getIndexAttr(g->OH), rw.getIndexAttr(g->OW)};
+    Value init;
+    if (bias) {
+      Value empty = tensor::EmptyOp::create(rw, loc, sizes, et);
+      init = linalg::BroadcastOp::create(rw, loc, bias, empty,
+                                         ArrayRef<int64_t>{0, 2, 3})
+                 ->getResult(0);
+    } else {
+      init = zeroFilled(rw, loc, sizes, et);
+    }
+    // 4. The named convolution on the padded input.
+    r = convForward(rw, loc, x, w, init, *p);
+  }
+  if (rank == 3)
+    r = dropUnitDim(rw, loc, r, 2);
+  rw.replaceOp(op, castWithGuards(rw, loc, r, resT));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// aten.convolution_backward
+//===----------------------------------------------------------------------===//
+
+std::optional<SmallVector<bool, 3>> getOutputMask(DLOp op) {
+  DictionaryAttr args = op.getArgsAttr();
+  Attribute a = args ? args.get("output_mask") : Attribute();
+  if (!a)
+    return SmallVector<bool, 3>{true, true, true};
+  auto arr = dyn_cast<ArrayAttr>(a);
+  if (!arr || arr.size() != 3)
+    return std::nullopt;
+  SmallVector<bool, 3> mask;
+  for (Attribute e : arr) {
+    if (auto bl = dyn_cast<BoolAttr>(e))
+      mask.push_back(bl.getValue());
+    else if (auto i = dyn_cast<IntegerAttr>(e))
+      mask.push_back(i.getValue() != 0);
+    else
+      return std::nullopt;
+  }
+  return mask;
+}
+
 LogicalResult lowerConvolutionBackward(DLOp op, ValueRange o,
                                        PatternRewriter &rw) {
   // 1. Static properties.
@@ -447,16 +656,23 @@ LogicalResult lowerConvolutionBackward(DLOp op, ValueRange o,
       wT.getRank() != rank || !isConvFloat(et) || goT.getElementType() != et ||
       wT.getElementType() != et)
     return rw.notifyMatchFailure(op, "expects 1-D/2-D f32/f64 convolution");
-  std::optional<ConvParams> p = getConvParams(op, rank - 2);
+  StringRef why;
+  std::optional<ConvParams> p = getConvParams(op, rank - 2, why);
+  if (!p)
+    return rw.notifyMatchFailure(op, why);
   std::optional<SmallVector<bool, 3>> mask = getOutputMask(op);
-  if (!p || !mask)
-    return rw.notifyMatchFailure(op, "unsupported args (e.g. transposed)");
+  if (!mask)
+    return rw.notifyMatchFailure(op, "malformed output_mask");
   RankedTensorType go4 = as4d(goT), x4 = as4d(xT), w4 = as4d(wT);
-  std::optional<ConvGeom> g = getGeometry(x4, w4, *p);
+  std::optional<ConvGeom> g = p->transposed ? getTransposedGeometry(x4, w4, *p)
+                                            : getGeometry(x4, w4, *p);
+  // grad_output has the forward result's channels and spatial sizes.
+  int64_t outC =
+      p->transposed ? transposedOutChannels(w4, p->groups) : w4.getDimSize(0);
   if (!g || !compatible(go4.getDimSize(0), x4.getDimSize(0)) ||
-      !compatible(go4.getDimSize(1), w4.getDimSize(0)) ||
-      !compatible(go4.getDimSize(2), g->OH) ||
-      !compatible(go4.getDimSize(3), g->OW))
+      !compatible(go4.getDimSize(1), outC) ||
+      !compatible(go4.getDimSize(2), p->transposed ? g->H : g->OH) ||
+      !compatible(go4.getDimSize(3), p->transposed ? g->W : g->OW))
     return rw.notifyMatchFailure(op, "dynamic spatial or mismatched sizes");
   // slot[k]: the result index of grad k (input, weight, bias), or -1.
   int slot[3] = {-1, -1, -1};
@@ -470,8 +686,7 @@ LogicalResult lowerConvolutionBackward(DLOp op, ValueRange o,
   } else {
     return rw.notifyMatchFailure(op, "result count does not match mask");
   }
-  RankedTensorType like[3] = {xT, wT,
-                              RankedTensorType::get({w4.getDimSize(0)}, et)};
+  RankedTensorType like[3] = {xT, wT, RankedTensorType::get({outC}, et)};
   for (int k = 0; k < 3; ++k) {
     if (slot[k] < 0)
       continue;
@@ -491,15 +706,22 @@ LogicalResult lowerConvolutionBackward(DLOp op, ValueRange o,
     x = insertUnitDim(rw, loc, x, 2);
     w = insertUnitDim(rw, loc, w, 2);
   }
-  guardChannels(rw, loc, x, w, p->groups);
+  if (p->transposed)
+    guardTransposedChannels(rw, loc, x, w, p->groups);
+  else
+    guardChannels(rw, loc, x, w, p->groups);
   guardEqual(rw, loc, getSizes(rw, loc, go)[0], getSizes(rw, loc, x)[0],
              "grad_output batch must equal input batch");
-  guardEqual(rw, loc, getSizes(rw, loc, go)[1], getSizes(rw, loc, w)[0],
-             "grad_output channels must equal weight output channels");
+  guardEqual(rw, loc, getSizes(rw, loc, go)[1],
+             p->transposed ? transposedOutChannels(rw, loc, w, p->groups)
+                           : getSizes(rw, loc, w)[0],
+             "grad_output channels must equal the output channels");
   go = castWithGuards(
       rw, loc, go,
-      RankedTensorType::get(
-          {go4.getDimSize(0), go4.getDimSize(1), g->OH, g->OW}, et));
+      RankedTensorType::get({go4.getDimSize(0), go4.getDimSize(1),
+                             p->transposed ? g->H : g->OH,
+                             p->transposed ? g->W : g->OW},
+                            et));
 
   // 3./4. Each result: computed when requested, zeros otherwise.
   SmallVector<Value> results(op.getNumResults());
@@ -509,19 +731,22 @@ LogicalResult lowerConvolutionBackward(DLOp op, ValueRange o,
     RankedTensorType t = resultType(op, slot[k]);
     Value r;
     if (!(*mask)[k]) {
+      // Sizes like x, w, or grad_output's channels.
+      Value like = k == 0 ? o[1] : k == 1 ? o[2] : o[0];
       SmallVector<Value> dyn;
       for (int64_t d = 0; d < t.getRank(); ++d)
         if (t.isDynamicDim(d))
-          dyn.push_back(k == 0 ? tensor::DimOp::create(rw, loc, o[1], d)
-                               : tensor::DimOp::create(rw, loc, o[2], d));
+          dyn.push_back(tensor::DimOp::create(rw, loc, like, k == 2 ? 1 : d));
       Value empty = tensor::EmptyOp::create(rw, loc, t, dyn);
       r = linalg::FillOp::create(rw, loc, scalarConstant(rw, loc, et, 0.0),
                                  empty)
               .getResult(0);
     } else if (k == 0) {
-      r = convGradInput(rw, loc, go, x, w, *p, *g);
+      r = p->transposed ? transposedGradInput(rw, loc, go, x, w, *p, *g)
+                        : convGradInput(rw, loc, go, w, *p, *g);
     } else if (k == 1) {
-      r = convGradWeight(rw, loc, go, x, w, *p, *g);
+      r = p->transposed ? transposedGradWeight(rw, loc, go, x, w, *p, *g)
+                        : convGradWeight(rw, loc, go, x, w, *p, *g);
     } else {
       r = convGradBias(rw, loc, go);
     }

@@ -4,7 +4,9 @@
 // padding and stride (the copies die), group splits the group count, a
 // broadcast bias init the bias argument. Parameters after the memrefs:
 // stride (h, w), padding before (h, w), padding after (h, w), dilation
-// (h, w), groups, overwrite.
+// (h, w), groups, overwrite. Transposed convolutions lower to the same
+// calls (grad_input for the forward, forward and grad_weight for the
+// backward).
 // RUN: terra-opt %s -split-input-file -terra-convert-to-linalg -terra-library-convolutions -canonicalize | FileCheck %s
 
 // CHECK-LABEL: terra.graph @conv2d_bias
@@ -110,6 +112,85 @@ terra.graph @conv_backward_wide_padding {
   %r:2 = terra.op "aten.convolution_backward"(%go, %x, %w) args {bias_sizes = [8], stride = [1, 1], padding = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 2 : i64, output_mask = [true, true, false]} : (tensor<2x8x10x10xf32>, tensor<2x4x8x8xf32>, tensor<8x2x1x1xf32>) -> (tensor<2x4x8x8xf32>, tensor<8x2x1x1xf32>)
   terra.fetch 4 %r#0 : tensor<2x4x8x8xf32>
   terra.fetch 5 %r#1 : tensor<8x2x1x1xf32>
+}
+
+// -----
+
+// A transposed convolution (DCGAN's upsampling layer: 4x4 kernel, stride 2,
+// padding 1) is the grad_input call with x as grad_output: x itself, not
+// the spread-out copy, into an overwritten output; the bias is added after.
+// CHECK-LABEL: terra.graph @conv_transpose_bias
+// CHECK-DAG:     %[[C1:.*]] = arith.constant 1 : i64
+// CHECK-DAG:     %[[C2:.*]] = arith.constant 2 : i64
+// CHECK-DAG:     %[[X:.*]] = terra.feed 1
+// CHECK-DAG:     %[[W:.*]] = terra.feed 2
+// CHECK-DAG:     %[[B:.*]] = terra.feed 3
+// CHECK-NOT:     tensor.insert_slice
+// CHECK:         bufferization.to_buffer %[[X]] read_only
+// CHECK:         bufferization.to_buffer %[[W]] read_only
+// CHECK:         %[[OUT:.*]] = memref.alloc() : memref<2x4x8x8xf32>
+// CHECK:         call @terra_lib_conv2d_grad_input_f32(%{{.*}}, %{{.*}}, %{{.*}}, %[[C2]], %[[C2]], %[[C1]], %[[C1]], %[[C1]], %[[C1]], %[[C1]], %[[C1]], %[[C1]], %[[C1]])
+// CHECK:         %[[Y:.*]] = bufferization.to_tensor %[[OUT]] restrict writable
+// CHECK:         %[[R:.*]] = linalg.generic {{.*}} ins(%[[B]] : tensor<4xf32>) outs(%[[Y]] : tensor<2x4x8x8xf32>)
+// CHECK:         terra.fetch 4 %[[R]]
+terra.graph @conv_transpose_bias {
+  %x = terra.feed 1 : tensor<2x8x4x4xf32>
+  %w = terra.feed 2 : tensor<8x4x4x4xf32>
+  %b = terra.feed 3 : tensor<4xf32>
+  %r = terra.op "aten.convolution"(%x, %w, %b) args {stride = [2, 2], padding = [1, 1], dilation = [1, 1], transposed = true, output_padding = [0, 0], groups = 1 : i64} : (tensor<2x8x4x4xf32>, tensor<8x4x4x4xf32>, tensor<4xf32>) -> tensor<2x4x8x8xf32>
+  terra.fetch 4 %r : tensor<2x4x8x8xf32>
+}
+
+// -----
+
+// Its backward: grad_input is the forward call on grad_output with the
+// same weight (no bias), grad_weight the weight-gradient call with
+// grad_output as the input and x as grad_output; both take the unpadded
+// grad_output. grad_bias stays a generated reduction.
+// CHECK-LABEL: terra.graph @conv_transpose_backward
+// CHECK-DAG:     %[[C1:.*]] = arith.constant 1 : i64
+// CHECK-DAG:     %[[C2:.*]] = arith.constant 2 : i64
+// CHECK-DAG:     %[[GO:.*]] = terra.feed 1
+// CHECK-DAG:     %[[X:.*]] = terra.feed 2
+// CHECK-NOT:     tensor.pad
+// CHECK:         bufferization.to_buffer %[[GO]] read_only
+// CHECK:         memref.get_global @terra_lib_no_bias_f32
+// CHECK:         memref.alloc() : memref<2x8x4x4xf32>
+// CHECK:         call @terra_lib_conv2d_f32(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[C2]], %[[C2]], %[[C1]], %[[C1]], %[[C1]], %[[C1]], %[[C1]], %[[C1]], %[[C1]], %[[C1]])
+// CHECK:         %[[GOB:.*]] = bufferization.to_buffer %[[GO]] read_only
+// CHECK:         %[[GOC:.*]] = memref.cast %[[GOB]]
+// CHECK:         %[[XB:.*]] = bufferization.to_buffer %[[X]] read_only
+// CHECK:         %[[XC:.*]] = memref.cast %[[XB]]
+// CHECK:         memref.alloc() : memref<8x4x4x4xf32>
+// CHECK:         call @terra_lib_conv2d_grad_weight_f32(%[[GOC]], %[[XC]], %{{.*}}, %[[C2]], %[[C2]], %[[C1]], %[[C1]], %[[C1]], %[[C1]], %[[C1]], %[[C1]], %[[C1]], %[[C1]])
+// CHECK:         linalg.generic
+// CHECK-SAME:      iterator_types = ["parallel", "reduction", "reduction", "reduction"]
+terra.graph @conv_transpose_backward {
+  %go = terra.feed 1 : tensor<2x4x8x8xf32>
+  %x = terra.feed 2 : tensor<2x8x4x4xf32>
+  %w = terra.feed 3 : tensor<8x4x4x4xf32>
+  %r:3 = terra.op "aten.convolution_backward"(%go, %x, %w) args {bias_sizes = [4], stride = [2, 2], padding = [1, 1], dilation = [1, 1], transposed = true, output_padding = [0, 0], groups = 1 : i64, output_mask = [true, true, true]} : (tensor<2x4x8x8xf32>, tensor<2x8x4x4xf32>, tensor<8x4x4x4xf32>) -> (tensor<2x8x4x4xf32>, tensor<8x4x4x4xf32>, tensor<4xf32>)
+  terra.fetch 4 %r#0 : tensor<2x8x4x4xf32>
+  terra.fetch 5 %r#1 : tensor<8x4x4x4xf32>
+  terra.fetch 6 %r#2 : tensor<4xf32>
+}
+
+// -----
+
+// DCGAN's first layer (1x1 -> 4x4, stride 1, no padding): x spread into
+// 7x7 zeros at offset 3 is what the call's 4x4 kernel reads when it
+// convolves the 4x4 output down to x's 1x1 with no padding.
+// CHECK-LABEL: terra.graph @conv_transpose_first_layer
+// CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : i64
+// CHECK-DAG:     %[[C1:.*]] = arith.constant 1 : i64
+// CHECK:         memref.alloc() : memref<2x6x4x4xf32>
+// CHECK:         call @terra_lib_conv2d_grad_input_f32(%{{.*}}, %{{.*}}, %{{.*}}, %[[C1]], %[[C1]], %[[C0]], %[[C0]], %[[C0]], %[[C0]], %[[C1]], %[[C1]], %[[C1]], %[[C1]])
+// CHECK-NOT:     linalg.
+terra.graph @conv_transpose_first_layer {
+  %x = terra.feed 1 : tensor<2x8x1x1xf32>
+  %w = terra.feed 2 : tensor<8x6x4x4xf32>
+  %r = terra.op "aten.convolution"(%x, %w) args {bias = unit, stride = [1, 1], padding = [0, 0], dilation = [1, 1], transposed = true, output_padding = [0, 0], groups = 1 : i64} : (tensor<2x8x1x1xf32>, tensor<8x6x4x4xf32>) -> tensor<2x6x4x4xf32>
+  terra.fetch 4 %r : tensor<2x6x4x4xf32>
 }
 
 // -----
