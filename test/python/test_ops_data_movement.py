@@ -350,3 +350,28 @@ def test_index_put_every_dim_indexed(accumulate):
     s = torch.tensor(7.0)
     expected = torch.ops.aten.index_put(x, [i, j], s, accumulate)
     check_expected("aten.index_put", [x, i, j, s], {"accumulate": accumulate}, expected)
+
+
+@pytest.mark.parametrize("mask_dims", [1, 2, 3])
+def test_index_with_a_boolean_mask(mask_dims):
+    x = torch.randn(3, 4, 2)
+    mask = torch.rand(x.shape[:mask_dims]) > 0.4
+    check_expected("aten.index.Tensor", [x, mask], {}, x[mask], dynamic=[1])
+    # An all-false mask selects nothing: an empty result.
+    none = torch.zeros(x.shape[:mask_dims], dtype=torch.bool)
+    check_expected("aten.index.Tensor", [x, none], {}, x[none])
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+@pytest.mark.parametrize("mask_dims", [1, 3])
+def test_index_put_with_a_boolean_mask(accumulate, mask_dims):
+    # YOLOv3's backward of x[mask]: grad rows added into zeros at the mask.
+    x = torch.randn(3, 4, 2)
+    mask = torch.rand(x.shape[:mask_dims]) > 0.4
+    count = int(mask.sum())
+    v = torch.randn(count, *x.shape[mask_dims:])
+    expected = torch.ops.aten.index_put(x, [mask], v, accumulate)
+    check_expected("aten.index_put", [x, mask, v], {"accumulate": accumulate}, expected)
+    s = torch.tensor(2.5)
+    expected = torch.ops.aten.index_put(x, [mask], s, accumulate)
+    check_expected("aten.index_put", [x, mask, s], {"accumulate": accumulate}, expected)

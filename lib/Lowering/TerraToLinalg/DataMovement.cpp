@@ -980,6 +980,256 @@ Value wrapPosition(OpBuilder &b, Location l, Value i, Value n, StringRef msg) {
   return i;
 }
 
+/// A boolean (or uint8) mask index.
+bool isMaskIndex(Value v) {
+  Type et = tensorType(v).getElementType();
+  return et.isInteger(1) || et.isUnsignedInteger(8) || et.isInteger(8);
+}
+
+/// `v` of rank n as rows (P, R): P merges dims [0, m), R dims [m, n) (R = 1
+/// when m == n).
+Value asRows(OpBuilder &b, Location loc, Value v, int64_t m) {
+  RankedTensorType t = tensorType(v);
+  int64_t n = t.getRank();
+  if (m == n) {
+    Value flat =
+        n == 1 ? v
+               : Value(tensor::CollapseShapeOp::create(
+                     b, loc, v, SmallVector<ReassociationIndices>{iota(0, n)}));
+    RankedTensorType ft = tensorType(flat);
+    SmallVector<OpFoldResult> sizes = getSizes(b, loc, flat);
+    sizes.push_back(b.getIndexAttr(1));
+    return tensor::ExpandShapeOp::create(
+        b, loc,
+        RankedTensorType::get({ft.getDimSize(0), 1}, t.getElementType()), flat,
+        SmallVector<ReassociationIndices>{{0, 1}}, sizes);
+  }
+  return tensor::CollapseShapeOp::create(
+      b, loc, v, SmallVector<ReassociationIndices>{iota(0, m), iota(m, n)});
+}
+
+/// The mask `mask` (rank m) as a flat i1 vector over self's first m dims,
+/// guarded to match them.
+Value flatMask(OpBuilder &b, Location loc, Value mask, Value self) {
+  RankedTensorType mt = tensorType(mask);
+  for (int64_t d = 0; d < mt.getRank(); ++d)
+    if (mt.isDynamicDim(d) || tensorType(self).isDynamicDim(d))
+      assertEqual(b, loc, tensor::DimOp::create(b, loc, mask, d),
+                  tensor::DimOp::create(b, loc, self, d),
+                  "index: the mask's shape does not match the indexed dims");
+  if (mt.getRank() == 1)
+    return mask;
+  return tensor::CollapseShapeOp::create(
+      b, loc, mask, SmallVector<ReassociationIndices>{iota(0, mt.getRank())});
+}
+
+/// mask[i] as i1.
+Value maskAt(OpBuilder &b, Location l, Value mask, Value i) {
+  Value e = tensor::ExtractOp::create(b, l, mask, i);
+  if (e.getType().isInteger(1))
+    return e;
+  return arith::CmpIOp::create(
+      b, l, arith::CmpIPredicate::ne, e,
+      arith::ConstantOp::create(b, l, b.getIntegerAttr(e.getType(), 0)));
+}
+
+/// Whether the static shapes of `mask` and self's leading dims agree.
+bool maskFits(Value mask, Value self) {
+  RankedTensorType mt = tensorType(mask), st = tensorType(self);
+  if (mt.getRank() < 1 || mt.getRank() > st.getRank())
+    return false;
+  for (int64_t d = 0; d < mt.getRank(); ++d)
+    if (!isDyn(mt.getDimSize(d)) && !isDyn(st.getDimSize(d)) &&
+        mt.getDimSize(d) != st.getDimSize(d))
+      return false;
+  return true;
+}
+
+/// self[mask] (aten.index.Tensor with one boolean mask over self's first m
+/// dims): the rows of self where the mask is true, in order, as (count,
+/// rest...). A first loop counts them (the result's size), a second copies
+/// them; a graph traced with another count fails its shape guard at run
+/// time (a deviation, after which the size is relaxed).
+LogicalResult lowerMaskedIndex(DLOp op, ValueRange o, PatternRewriter &rw) {
+  Value self = o[0], mask = o[1];
+  RankedTensorType st = tensorType(self), rt = resultType(op);
+  int64_t m = tensorType(mask).getRank(), n = st.getRank();
+  if (!maskFits(mask, self) || rt.getRank() != 1 + n - m)
+    return failure();
+  Location loc = op.getLoc();
+  Value flat = flatMask(rw, loc, mask, self);
+  Value rows = asRows(rw, loc, self, m);
+  RankedTensorType rowsT = tensorType(rows);
+  Value zero = cstIndex(rw, loc, 0), one = cstIndex(rw, loc, 1);
+  Value p = tensor::DimOp::create(rw, loc, flat, 0);
+  Value count =
+      scf::ForOp::create(rw, loc, zero, p, one, ValueRange{zero},
+                         [&](OpBuilder &b, Location l, Value iv, ValueRange c) {
+                           Value next = arith::AddIOp::create(b, l, c[0], one);
+                           scf::YieldOp::create(
+                               b, l,
+                               Value(arith::SelectOp::create(
+                                   b, l, maskAt(b, l, flat, iv), next, c[0])));
+                         })
+          .getResult(0);
+  OpFoldResult r = getSizes(rw, loc, rows)[1];
+  SmallVector<Value> dyn = {count};
+  if (rowsT.isDynamicDim(1))
+    dyn.push_back(tensor::DimOp::create(rw, loc, rows, 1));
+  auto outT = RankedTensorType::get({ShapedType::kDynamic, rowsT.getDimSize(1)},
+                                    st.getElementType());
+  auto rowT = RankedTensorType::get({rowsT.getDimSize(1)}, st.getElementType());
+  Value init = tensor::EmptyOp::create(rw, loc, outT, dyn);
+  SmallVector<OpFoldResult> ones = {rw.getIndexAttr(1), rw.getIndexAttr(1)};
+  auto loop = scf::ForOp::create(
+      rw, loc, zero, p, one, ValueRange{init, zero},
+      [&](OpBuilder &b, Location l, Value iv, ValueRange it) {
+        auto pick = scf::IfOp::create(
+            b, l, maskAt(b, l, flat, iv),
+            [&](OpBuilder &tb, Location tl) {
+              SmallVector<OpFoldResult> sz = {tb.getIndexAttr(1), r};
+              Value row = tensor::ExtractSliceOp::create(
+                  tb, tl, rowT, rows,
+                  SmallVector<OpFoldResult>{iv, tb.getIndexAttr(0)}, sz, ones);
+              Value out = tensor::InsertSliceOp::create(
+                  tb, tl, row, it[0],
+                  SmallVector<OpFoldResult>{it[1], tb.getIndexAttr(0)}, sz,
+                  ones);
+              scf::YieldOp::create(
+                  tb, tl,
+                  ValueRange{out, arith::AddIOp::create(tb, tl, it[1], one)});
+            },
+            [&](OpBuilder &eb, Location el) {
+              scf::YieldOp::create(eb, el, ValueRange{it[0], it[1]});
+            });
+        scf::YieldOp::create(b, l, pick.getResults());
+      });
+  Value out = loop.getResult(0);
+  // (count, R) back to (count, rest...).
+  if (n == m) {
+    out = tensor::CollapseShapeOp::create(
+        rw, loc, out, SmallVector<ReassociationIndices>{{0, 1}});
+  } else if (n - m > 1) {
+    SmallVector<OpFoldResult> sizes = {count};
+    SmallVector<int64_t> shape = {ShapedType::kDynamic};
+    SmallVector<OpFoldResult> ss = getSizes(rw, loc, self);
+    for (int64_t d = m; d < n; ++d) {
+      sizes.push_back(ss[d]);
+      shape.push_back(st.getDimSize(d));
+    }
+    out = tensor::ExpandShapeOp::create(
+        rw, loc, RankedTensorType::get(shape, st.getElementType()), out,
+        SmallVector<ReassociationIndices>{{0}, iota(1, 1 + n - m)}, sizes);
+  }
+  rw.replaceOp(op, castWithGuards(rw, loc, out, rt));
+  return success();
+}
+
+/// index_put(self, [mask], values, accumulate) with one boolean mask over
+/// self's first m dims: a copy of self whose masked rows, in order, take
+/// (or, accumulating, add) the rows of values (count, rest...) or a 0-d
+/// value. The number of true elements must be values' row count.
+LogicalResult lowerMaskedIndexPut(DLOp op, ValueRange o, PatternRewriter &rw) {
+  Value self = o[0], mask = o[1], values = o[2];
+  RankedTensorType st = tensorType(self), vt = tensorType(values);
+  Type et = st.getElementType();
+  int64_t m = tensorType(mask).getRank(), n = st.getRank();
+  bool accumulate = getBoolArg(op, "accumulate").value_or(false);
+  if (!maskFits(mask, self) || resultType(op) != st ||
+      vt.getElementType() != et || (accumulate && et.isInteger(1)) ||
+      (vt.getRank() != 0 && vt.getRank() != 1 + n - m))
+    return failure();
+  Location loc = op.getLoc();
+  Value flat = flatMask(rw, loc, mask, self);
+  Value rows = asRows(rw, loc, self, m);
+  RankedTensorType rowsT = tensorType(rows);
+  Value vrows = vt.getRank() == 0 ? Value() : asRows(rw, loc, values, 1);
+  Value zero = cstIndex(rw, loc, 0), one = cstIndex(rw, loc, 1);
+  Value p = tensor::DimOp::create(rw, loc, flat, 0);
+  OpFoldResult r = getSizes(rw, loc, rows)[1];
+  auto rowT = RankedTensorType::get({rowsT.getDimSize(1)}, et);
+  SmallVector<OpFoldResult> ones = {rw.getIndexAttr(1), rw.getIndexAttr(1)};
+  Value copy =
+      linalg::CopyOp::create(rw, loc, rows, emptyLike(rw, loc, rowsT, rows))
+          .getResult(0);
+  AffineMap id = rw.getMultiDimIdentityMap(1);
+  auto loop = scf::ForOp::create(
+      rw, loc, zero, p, one, ValueRange{copy, zero},
+      [&](OpBuilder &b, Location l, Value iv, ValueRange it) {
+        auto put = scf::IfOp::create(
+            b, l, maskAt(b, l, flat, iv),
+            [&](OpBuilder &tb, Location tl) {
+              SmallVector<OpFoldResult> sz = {tb.getIndexAttr(1), r};
+              SmallVector<OpFoldResult> at = {iv, tb.getIndexAttr(0)};
+              Value old = tensor::ExtractSliceOp::create(tb, tl, rowT, it[0],
+                                                         at, sz, ones);
+              SmallVector<Value> ins = {old};
+              SmallVector<AffineMap> maps = {id};
+              Value scalar;
+              if (vrows) {
+                assertInBounds(tb, tl, it[1],
+                               tensor::DimOp::create(tb, tl, vrows, 0),
+                               "index_put: more true elements than values");
+                ins.push_back(tensor::ExtractSliceOp::create(
+                    tb, tl, rowT, vrows,
+                    SmallVector<OpFoldResult>{it[1], tb.getIndexAttr(0)}, sz,
+                    ones));
+                maps.push_back(id);
+              } else {
+                scalar =
+                    tensor::ExtractOp::create(tb, tl, values, ValueRange{});
+              }
+              maps.push_back(id);
+              auto upd = linalg::GenericOp::create(
+                  tb, tl, rowT, ins, emptyLike(tb, tl, rowT, old), maps,
+                  SmallVector<utils::IteratorType>{
+                      utils::IteratorType::parallel},
+                  [&](OpBuilder &nb, Location nl, ValueRange a) {
+                    Value v = scalar ? scalar : a[1];
+                    if (accumulate)
+                      v = isFloat(et)
+                              ? Value(arith::AddFOp::create(nb, nl, a[0], v))
+                              : Value(arith::AddIOp::create(nb, nl, a[0], v));
+                    linalg::YieldOp::create(nb, nl, v);
+                  });
+              Value out = tensor::InsertSliceOp::create(
+                  tb, tl, upd.getResult(0), it[0], at, sz, ones);
+              scf::YieldOp::create(
+                  tb, tl,
+                  ValueRange{out, arith::AddIOp::create(tb, tl, it[1], one)});
+            },
+            [&](OpBuilder &eb, Location el) {
+              scf::YieldOp::create(eb, el, ValueRange{it[0], it[1]});
+            });
+        scf::YieldOp::create(b, l, put.getResults());
+      });
+  if (vrows) {
+    // aten raises unless the values' rows match the true elements (or
+    // there is one row to broadcast, which this lowering does not do).
+    assertEqual(rw, loc, loop.getResult(1),
+                tensor::DimOp::create(rw, loc, vrows, 0),
+                "index_put: the values do not match the mask's true elements");
+  }
+  // (P, R) back to self's shape.
+  Value out = loop.getResult(0);
+  SmallVector<OpFoldResult> sizes = getSizes(rw, loc, self);
+  SmallVector<ReassociationIndices> groups;
+  if (n == m)
+    groups = {iota(0, n)};
+  else
+    groups = {iota(0, m), iota(m, n)};
+  if (n == m) {
+    out = tensor::CollapseShapeOp::create(
+        rw, loc, out, SmallVector<ReassociationIndices>{{0, 1}});
+    if (n > 1)
+      out = tensor::ExpandShapeOp::create(rw, loc, st, out, groups, sizes);
+  } else {
+    out = tensor::ExpandShapeOp::create(rw, loc, st, out, groups, sizes);
+  }
+  rw.replaceOp(op, out);
+  return success();
+}
+
 /// aten.index.Tensor(self, indices) with k integer index tensors of one
 /// rank (broadcasting only from static size-1 dims): result[b..., r...] =
 /// self[idx_0[b...], ..., idx_{k-1}[b...], r...]. One linalg.generic over
@@ -988,6 +1238,8 @@ Value wrapPosition(OpBuilder &b, Location l, Value i, Value n, StringRef msg) {
 LogicalResult lowerIndexTensor(DLOp op, ValueRange o, PatternRewriter &rw) {
   if (o.size() < 2)
     return failure();
+  if (o.size() == 2 && isMaskIndex(o[1]))
+    return lowerMaskedIndex(op, o, rw);
   Location loc = op.getLoc();
   Value self = o[0];
   ValueRange idx = o.drop_front();
@@ -1064,6 +1316,8 @@ LogicalResult lowerIndexPut(DLOp op, ValueRange o, PatternRewriter &rw) {
   Location loc = op.getLoc();
   if (o.size() < 3)
     return failure();
+  if (o.size() == 3 && isMaskIndex(o[1]))
+    return lowerMaskedIndexPut(op, o, rw);
   Value self = o.front(), values = o.back();
   ValueRange idx = o.drop_front().drop_back();
   RankedTensorType st = tensorType(self), vt = tensorType(values);

@@ -294,3 +294,28 @@ terra.graph @advanced_indexing {
   terra.fetch 0 %g : tensor<?x5xf32>
   terra.fetch 1 %p : tensor<4x5xf32>
 }
+
+// -----
+
+// A boolean mask: a loop counts the true elements (the result's size), a
+// second copies the selected rows; the masked index_put writes (here adds)
+// the value rows into a copy of self, row by row.
+// CHECK-LABEL: terra.graph @masked_indexing
+// CHECK:         %[[N:.*]] = scf.for
+// CHECK:         tensor.empty(%[[N]]) : tensor<?x8xf32>
+// CHECK:         scf.for
+// CHECK:           scf.if
+// CHECK:             tensor.insert_slice
+// CHECK:         linalg.copy
+// CHECK:         scf.for
+// CHECK:           scf.if
+// CHECK:             arith.addf
+// CHECK:         cf.assert {{.*}} "index_put: the values do not match the mask's true elements"
+// CHECK-NOT:     terra.op
+terra.graph @masked_indexing {
+  %x = terra.feed 1 : tensor<4x3x8xf32>
+  %m = terra.feed 2 : tensor<4x3xi1>
+  %g = terra.op "aten.index.Tensor"(%x, %m) : (tensor<4x3x8xf32>, tensor<4x3xi1>) -> tensor<?x8xf32>
+  %p = terra.op "aten.index_put"(%x, %m, %g) args {accumulate = true} : (tensor<4x3x8xf32>, tensor<4x3xi1>, tensor<?x8xf32>) -> tensor<4x3x8xf32>
+  terra.fetch 0 %p : tensor<4x3x8xf32>
+}
