@@ -117,6 +117,8 @@ def run_one(module: ModuleType, mode: str, cfg: RunConfig,
                 on_step()
             _barrier(outputs[-1], cfg.device)
             samples.append((time.perf_counter() - t0) / cfg.steps)
+        if callable(wait_compiled):
+            wait_compiled()  # a regeneration still compiling must not overlap the next run
         result = RunResult(name, mode, "ok", step_time_s=summarize(samples), samples_s=samples,
                            first_call_s=first_call, losses=[_to_float(o) for o in outputs],
                            params=program.param_snapshot())
