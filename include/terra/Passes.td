@@ -291,4 +291,32 @@ def TerraLinalgToGPU : Pass<"terra-linalg-to-gpu", "mlir::func::FuncOp"> {
   ];
 }
 
+def TerraOutlineLoops : Pass<"terra-outline-loops", "mlir::ModuleOp"> {
+  let summary = "Outline each outermost loop nest of a function into a function of its own";
+  let description = [{
+    Runs in the CPU pipeline on buffers, after the loops and deallocation
+    are in place. A lowered graph is one function that holds every loop
+    nest of the step (ResNet-50's is ~80k lines of LLVM IR); LLVM's
+    function passes and code generation (register allocation, instruction
+    selection, scheduling) grow faster than linearly with a function's
+    size, and one function cannot be compiled on several threads. The pass
+    moves every outermost `scf.for` / `scf.parallel` holding at least
+    `min-ops` operations (by default every one: the function left behind
+    is compiled as straight-line glue, without loop optimizations) into a private function
+    `<function>_loop<N>` called in its place, marked `noinline` so LLVM
+    does not merge it back. Values the nest uses from above become
+    arguments, except constants, which are cloned into the new function so
+    that trip counts and strides stay known to LLVM (memref types carry
+    their static shapes across the call); the loop's results are returned.
+  }];
+  let options = [
+    Option<"minOps", "min-ops", "int64_t", "1",
+           "Loop nests with fewer operations stay inline">,
+  ];
+  let dependentDialects = ["mlir::func::FuncDialect"];
+  let statistics = [
+    Statistic<"numOutlined", "outlined-loops", "Loop nests outlined">,
+  ];
+}
+
 #endif // TERRA_PASSES_TD

@@ -61,6 +61,9 @@ void terra::buildCPULoweringPipeline(OpPassManager &pm) {
   pm.addPass(createConvertLinalgToLoopsPass());
   bufferization::BufferDeallocationPipelineOptions deallocOpts;
   bufferization::buildBufferDeallocationPipeline(pm, deallocOpts);
+  // Each loop nest in a function of its own: LLVM compiles many small
+  // functions much faster than one huge one, and on several threads.
+  pm.addPass(createTerraOutlineLoops());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());

@@ -1,8 +1,10 @@
 //===- CompiledGraph.cpp - JIT compilation with an on-disk object cache ---===//
 //
-// A module already compiled in an earlier process is not compiled again:
-// the object file MLIR's ExecutionEngine produced is stored under the cache
-// directory, keyed by a hash of the module, and loaded with ORC directly.
+// The module is translated to LLVM IR, split and compiled into object files
+// on several threads (ParallelCompile.cpp) and linked by ORC's LLJIT. A
+// module already compiled in an earlier process is not compiled again: its
+// object files are stored under the cache directory, keyed by a hash of the
+// module, and loaded directly.
 //
 //===----------------------------------------------------------------------===//
 #include "RuntimeInternal.h"
@@ -12,6 +14,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
 
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
@@ -23,7 +26,10 @@
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/xxhash.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <thread>
 #include <cstring>
 
 // Built with ThreadSanitizer (the `tsan` preset): JIT-compiled graphs are
@@ -104,6 +110,57 @@ static llvm::orc::SymbolMap symbolMap(llvm::orc::MangleAndInterner &mangle) {
   return map;
 }
 
+/// Threads that compile a graph: TERRA_COMPILE_THREADS, or one per core
+/// (at most 8).
+static unsigned compileThreads() {
+  if (const char *env = std::getenv("TERRA_COMPILE_THREADS")) {
+    int n = std::atoi(env);
+    if (n > 0)
+      return n;
+  }
+  return std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+}
+
+/// A cache entry holds every object of a graph: a magic line, then per
+/// object its size (8 bytes, little endian) and its bytes.
+static constexpr llvm::StringLiteral kCacheMagic = "terra-objects-1\n";
+
+static void packObjects(
+    const std::vector<std::unique_ptr<llvm::MemoryBuffer>> &objects,
+    llvm::raw_ostream &os) {
+  os << kCacheMagic;
+  for (const auto &object : objects) {
+    uint64_t size = object->getBufferSize();
+    char bytes[8];
+    for (int i = 0; i < 8; ++i)
+      bytes[i] = char(size >> (8 * i));
+    os.write(bytes, 8);
+    os << object->getBuffer();
+  }
+}
+
+static bool
+unpackObjects(const llvm::MemoryBuffer &file,
+              std::vector<std::unique_ptr<llvm::MemoryBuffer>> &objects) {
+  llvm::StringRef data = file.getBuffer();
+  if (!data.consume_front(kCacheMagic))
+    return false;
+  while (!data.empty()) {
+    if (data.size() < 8)
+      return false;
+    uint64_t size = 0;
+    for (int i = 0; i < 8; ++i)
+      size |= uint64_t(uint8_t(data[i])) << (8 * i);
+    data = data.drop_front(8);
+    if (data.size() < size)
+      return false;
+    objects.push_back(llvm::MemoryBuffer::getMemBufferCopy(
+        data.take_front(size), "terra-cached-object"));
+    data = data.drop_front(size);
+  }
+  return !objects.empty();
+}
+
 std::unique_ptr<CompiledGraph> CompiledGraph::compile(ModuleOp module,
                                                       const std::string &name,
                                                       const std::string &cacheDir,
@@ -151,34 +208,43 @@ std::unique_ptr<CompiledGraph> CompiledGraph::compile(ModuleOp module,
   std::string key = llvm::utohexstr(llvm::xxh3_64bits(text)) + "-" + name;
   llvm::SmallString<256> objPath(cacheDir);
   if (!cacheDir.empty())
-    llvm::sys::path::append(objPath, key + ".o");
+    llvm::sys::path::append(objPath, key + ".objs");
 
   std::string packed = "_mlir_" + name;
+  // Adds the objects to a fresh LLJIT and looks the entry point up.
+  auto load = [&](std::vector<std::unique_ptr<llvm::MemoryBuffer>> objects)
+      -> llvm::Error {
+    auto jit = llvm::orc::LLJITBuilder().create();
+    if (!jit)
+      return jit.takeError();
+    llvm::orc::MangleAndInterner mangle((*jit)->getExecutionSession(),
+                                        (*jit)->getDataLayout());
+    if (llvm::Error err = (*jit)->getMainJITDylib().define(
+            llvm::orc::absoluteSymbols(symbolMap(mangle))))
+      return err;
+    for (auto &object : objects)
+      if (llvm::Error err = (*jit)->addObjectFile(std::move(object)))
+        return err;
+    auto sym = (*jit)->lookup(packed);
+    if (!sym)
+      return sym.takeError();
+    g->objectJit = std::make_unique<ObjectJit>();
+    g->objectJit->jit = std::move(*jit);
+    g->entry = sym->toPtr<void (*)(void **)>();
+    return llvm::Error::success();
+  };
+
   if (!cacheDir.empty() && llvm::sys::fs::exists(objPath)) {
     auto buffer = llvm::MemoryBuffer::getFile(objPath);
-    auto jit = llvm::orc::LLJITBuilder().create();
-    if (buffer && jit) {
-      llvm::orc::MangleAndInterner mangle((*jit)->getExecutionSession(),
-                                          (*jit)->getDataLayout());
-      llvm::Error err = (*jit)->getMainJITDylib().define(
-          llvm::orc::absoluteSymbols(symbolMap(mangle)));
-      if (!err)
-        err = (*jit)->addObjectFile(std::move(*buffer));
-      if (!err) {
-        auto sym = (*jit)->lookup(packed);
-        if (sym) {
-          g->objectJit = std::make_unique<ObjectJit>();
-          g->objectJit->jit = std::move(*jit);
-          g->entry = sym->toPtr<void (*)(void **)>();
-          g->cached = true;
-        } else {
-          llvm::consumeError(sym.takeError());
-        }
-      } else {
+    std::vector<std::unique_ptr<llvm::MemoryBuffer>> objects;
+    if (buffer && unpackObjects(**buffer, objects)) {
+      if (llvm::Error err = load(std::move(objects))) {
         llvm::consumeError(std::move(err));
+        g->objectJit.reset();
+        g->entry = nullptr;
+      } else {
+        g->cached = true;
       }
-    } else if (!jit) {
-      llvm::consumeError(jit.takeError());
     }
     // A stale or unreadable cache entry is simply recompiled below.
   }
@@ -191,46 +257,36 @@ std::unique_ptr<CompiledGraph> CompiledGraph::compile(ModuleOp module,
       error = "cannot detect the host CPU: " + errorString(tmBuilder.takeError());
       return nullptr;
     }
-    tmBuilder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
     auto tm = tmBuilder->createTargetMachine();
     if (!tm) {
       error = "cannot create a target machine: " + errorString(tm.takeError());
       return nullptr;
     }
-    // `transformer` is a function_ref: the std::function it refers to must
-    // outlive ExecutionEngine::create.
-    // O2, not O3: measured on the GPT-2 graph, O3 doubled compile time
-    // (17.5 s vs 9.8 s; its IR is much larger after unrolling) for no
-    // measurable run-time gain, GEMMs and convolutions being library calls.
-    std::function<llvm::Error(llvm::Module *)> optimize =
-        makeOptimizingTransformer(2, 0, tm->get());
+    auto t0 = std::chrono::steady_clock::now();
+    llvm::LLVMContext llvmContext;
+    std::unique_ptr<llvm::Module> llvmModule =
+        translateModuleToLLVMIR(module, llvmContext, name);
+    if (!llvmModule) {
+      error = "JIT compilation failed: cannot translate the module to LLVM IR";
+      return nullptr;
+    }
+    llvmModule->setDataLayout((*tm)->createDataLayout());
+    llvmModule->setTargetTriple((*tm)->getTargetTriple());
+    auto t1 = std::chrono::steady_clock::now();
+    std::function<void(llvm::Module &)> beforeOptimizing;
 #ifdef TERRA_TSAN
     // Before optimizing: TSan's pass skips accesses wider than 16 bytes,
     // i.e. the AVX loads and stores of vectorized loops.
-    optimize = [opt = std::move(optimize)](llvm::Module *m) -> llvm::Error {
-      instrumentForThreadSanitizer(*m);
-      return opt(m);
-    };
+    beforeOptimizing = instrumentForThreadSanitizer;
 #endif
-    ExecutionEngineOptions options;
-    options.transformer = optimize;
-    options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
-    options.enableObjectDump = !cacheDir.empty();
-    auto engine = ExecutionEngine::create(module, options);
-    if (!engine) {
-      error = "JIT compilation failed: " + errorString(engine.takeError());
+    auto objects = detail::compileModuleInParallel(
+        std::move(llvmModule), name, compileThreads(), *tmBuilder,
+        beforeOptimizing);
+    if (!objects) {
+      error = "JIT compilation failed: " + errorString(objects.takeError());
       return nullptr;
     }
-    (*engine)->registerSymbols([](llvm::orc::MangleAndInterner mangle) {
-      return symbolMap(mangle);
-    });
-    auto fn = (*engine)->lookupPacked(name);
-    if (!fn) {
-      error = "graph function '" + name +
-              "' not found: " + errorString(fn.takeError());
-      return nullptr;
-    }
-    g->entry = *fn;
+    auto t2 = std::chrono::steady_clock::now();
     if (!cacheDir.empty()) {
       // A unique temporary name: threads or processes compiling the same
       // module at once must not write one file together; the rename makes
@@ -239,11 +295,30 @@ std::unique_ptr<CompiledGraph> CompiledGraph::compile(ModuleOp module,
       llvm::SmallString<256> tmp;
       llvm::sys::fs::createUniquePath(objPath + ".%%%%%%%%.tmp", tmp,
                                       /*MakeAbsolute=*/false);
-      (*engine)->dumpToObjectFile(tmp);
-      if (llvm::sys::fs::rename(tmp, objPath))
+      std::error_code ec;
+      {
+        llvm::raw_fd_ostream os(tmp, ec);
+        if (!ec)
+          packObjects(*objects, os);
+      }
+      if (ec || llvm::sys::fs::rename(tmp, objPath))
         llvm::sys::fs::remove(tmp);
     }
-    g->engine = std::move(*engine);
+    size_t count = objects->size();
+    if (llvm::Error err = load(std::move(*objects))) {
+      error = "JIT linking failed: " + errorString(std::move(err));
+      return nullptr;
+    }
+    if (std::getenv("TERRA_COMPILE_TIMING")) {
+      auto s = [](auto a, auto b) {
+        return std::chrono::duration<double>(b - a).count();
+      };
+      llvm::errs() << "terra: compiled '" << name << "': to LLVM IR "
+                   << s(t0, t1) << " s, optimize + codegen " << s(t1, t2)
+                   << " s (" << count << " objects, " << compileThreads()
+                   << " threads), link " << s(t2, std::chrono::steady_clock::now())
+                   << " s\n";
+    }
   }
   g->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                              start)

@@ -5,9 +5,21 @@
 #include "terra/Runtime/GraphRunner.h"
 
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <functional>
+#include <memory>
 
 #include <utility>
 #include <vector>
+
+namespace llvm {
+class MemoryBuffer;
+class Module;
+namespace orc {
+class JITTargetMachineBuilder;
+} // namespace orc
+} // namespace llvm
 
 namespace terra::rt {
 
@@ -34,6 +46,17 @@ void appendLibrarySymbols(std::vector<std::pair<llvm::StringRef, void *>> &syms)
 /// points' argument checks: call it only from an entry point's own frame,
 /// before any C++ object with a destructor exists there.
 [[noreturn]] void failLibraryCall(const char *message);
+/// Optimizes and compiles a graph's LLVM module into object files on up to
+/// `threads` threads (ParallelCompile.cpp): the loop functions spread over
+/// partitions optimized at O2 and compiled at O3, the entry function
+/// `entry` and its glue in one optimized at O1 and compiled at O0. Defines the packed
+/// entry point `_mlir_<entry>(void **)`. `beforeOptimizing` runs on every
+/// partition first (TSan instrumentation).
+llvm::Expected<std::vector<std::unique_ptr<llvm::MemoryBuffer>>>
+compileModuleInParallel(
+    std::unique_ptr<llvm::Module> module, llvm::StringRef entry,
+    unsigned threads, const llvm::orc::JITTargetMachineBuilder &tmBuilder,
+    const std::function<void(llvm::Module &)> &beforeOptimizing);
 } // namespace detail
 
 } // namespace terra::rt

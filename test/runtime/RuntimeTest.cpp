@@ -9,6 +9,8 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 
+#include "llvm/Support/FileSystem.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -167,11 +169,13 @@ TEST(Channels, CloseReleasesHostWaitingForMissingFetch) {
 
 class GraphTest : public ::testing::Test {
 protected:
-  std::unique_ptr<CompiledGraph> compile(const std::string &text) {
+  std::unique_ptr<CompiledGraph> compile(const std::string &text,
+                                         const std::string &cacheDir = "") {
     mlir::DialectRegistry registry;
     mlir::registerAllDialects(registry);
     mlir::registerAllExtensions(registry);
     registry.insert<terra::TerraDialect>();
+    module = {}; // before the context it lives in (a second compile)
     ctx = std::make_unique<mlir::MLIRContext>(registry);
     ctx->loadAllAvailableDialects();
     module = mlir::parseSourceString<mlir::ModuleOp>(text, ctx.get());
@@ -182,7 +186,7 @@ protected:
     terra::buildCPULoweringPipeline(pm);
     EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
     std::string error;
-    auto g = CompiledGraph::compile(*module, "g", "", error);
+    auto g = CompiledGraph::compile(*module, "g", cacheDir, error);
     EXPECT_TRUE(g) << error;
     return g;
   }
@@ -266,6 +270,60 @@ TEST_F(GraphTest, RunsOneIterationWithAllChannels) {
   // (-x * 4)^2
   EXPECT_FLOAT_EQ(at(out, 1), 64);
   EXPECT_TRUE(done->buffers.empty());
+}
+
+// Several loop nests (each outlined into a function of its own), compiled
+// on one and on three threads (ParallelCompile.cpp), then loaded from the
+// object cache: every build computes the same values.
+const char *kLoopsGraph = R"mlir(
+module {
+  terra.graph @g {
+    %x = terra.feed 1 : tensor<64xf32>
+    %a = terra.op "aten.exp"(%x) : (tensor<64xf32>) -> tensor<64xf32>
+    %b = terra.op "aten.add.Tensor"(%a, %x) : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+    terra.fetch 0 %b : tensor<64xf32>
+    %t = terra.op "aten.tanh"(%x) : (tensor<64xf32>) -> tensor<64xf32>
+    %c = terra.op "aten.mul.Tensor"(%t, %b) : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+    terra.fetch 1 %c : tensor<64xf32>
+  }
+}
+)mlir";
+
+TEST_F(GraphTest, ParallelCompileAndCacheGiveTheSameResults) {
+  llvm::SmallString<128> cacheDir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("terra-test-cache", cacheDir));
+  std::vector<float> x(64);
+  for (int i = 0; i < 64; ++i)
+    x[i] = 0.05f * float(i - 32);
+  // One thread without a cache; three threads, storing the objects; the
+  // stored objects read back.
+  struct Build {
+    const char *threads;
+    bool useCache, cached;
+  };
+  for (Build build : {Build{"1", false, false}, Build{"3", true, false},
+                      Build{"3", true, true}}) {
+    ::setenv("TERRA_COMPILE_THREADS", build.threads, 1);
+    auto g = compile(kLoopsGraph, build.useCache ? cacheDir.str().str() : "");
+    ::unsetenv("TERRA_COMPILE_THREADS");
+    ASSERT_TRUE(g);
+    EXPECT_EQ(g->loadedFromCache(), build.cached);
+    GraphRunner runner(*g);
+    auto run = std::make_shared<RunState>();
+    runner.start(run);
+    run->channels.sendFeed(1, vecF32(x));
+    auto done = runner.wait();
+    ASSERT_EQ(done->status, RunState::Status::Ok) << done->error;
+    Tensor b, c;
+    ASSERT_TRUE(done->channels.waitFetch(0, 1, b));
+    ASSERT_TRUE(done->channels.waitFetch(1, 1, c));
+    for (int i = 0; i < 64; ++i) {
+      float eb = std::exp(x[i]) + x[i];
+      EXPECT_NEAR(at(b, i), eb, 1e-5f * std::abs(eb) + 1e-6f) << i;
+      EXPECT_NEAR(at(c, i), std::tanh(x[i]) * eb, 1e-5f * std::abs(eb) + 1e-6f) << i;
+    }
+  }
+  llvm::sys::fs::remove_directories(cacheDir);
 }
 
 TEST_F(GraphTest, CancelWhileWaitingForAFeed) {
