@@ -529,7 +529,10 @@ class _BackgroundCompile:
         self._thread: Optional[threading.Thread] = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self.run, name="terra-compile", daemon=True)
+        # Not a daemon: the interpreter waits for the compiler before it
+        # exits. Exiting under it would destroy LLVM's global state while
+        # the thread still uses it (a crash at exit).
+        self._thread = threading.Thread(target=self.run, name="terra-compile", daemon=False)
         self._thread.start()
 
     def run(self) -> None:

@@ -821,3 +821,34 @@ def test_background_compilation_failure_goes_eager_with_a_warning(monkeypatch: p
             fn(x, y)
     assert fn.phase == "eager"
     assert terra.stats(fn)["coexec_iterations"] == 0
+
+
+def test_exit_while_compiling_in_the_background_is_clean(tmp_path: Any) -> None:
+    """The interpreter waits for a background compilation before it exits
+    (exiting under it destroyed LLVM's state while the thread used it:
+    aborts and segfaults at exit)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = tmp_path / "exit_while_compiling.py"
+    script.write_text(f"""
+import sys
+sys.path.insert(0, {str(Path(terra.__file__).parents[1])!r})
+import torch, terra
+import torch.nn as nn, torch.nn.functional as F
+model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+@terra.function(cache_dir={str(tmp_path / 'cache')!r}, compile_in_background=True)
+def step(x, y):
+    loss = F.cross_entropy(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    return loss
+for i in range(4):
+    step(torch.randn(8, 32), torch.randint(0, 10, (8,)))
+print(step.phase)
+""")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TERRA_BACKGROUND_COMPILE": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "compiling"
