@@ -91,14 +91,6 @@ MATERIALIZERS = {"item": "item", "tolist": "tolist", "numpy": "numpy", "__array_
 
 Key = tuple
 
-# torch 1.13's C++ mode slot (see `_Recorder.__enter__`); later versions
-# keep the mode stack in C++ and have no such helper.
-# (With an empty Python stack, 1.13 leaves the C++ slot empty.)
-_SET_MODE = getattr(torch._C, "_set_torch_dispatch_mode", None)
-_STACK_LEN = getattr(torch._C, "_len_torch_dispatch_stack", None)
-if _STACK_LEN is None:
-    _SET_MODE = None
-
 
 def op_name(func: Any) -> str:
     """`aten.addmm` for aten.addmm.default, `aten.add.Tensor` otherwise:
@@ -183,7 +175,6 @@ class _Recorder(TorchDispatchMode):
         self.initial_tensors: dict[str, torch.Tensor] = {}
         # The state slots at the end of the step (`finish`), for the commit.
         self.final_slots: list[Any] = []
-        self._direct = False  # installed as torch 1.13's C++ mode (__enter__)
         # Memory of fed tensors written in place (base -> shape).
         self.written_feeds: dict[tuple, list[int]] = {}
         try:
@@ -252,26 +243,6 @@ class _Recorder(TorchDispatchMode):
 
     def _set_site(self, record: OpEvent, site: Site) -> None:
         record.site = site
-
-    # -- the mode ------------------------------------------------------------
-    def __enter__(self) -> "_Recorder":
-        # torch 1.13 runs a Python mode stack in front of every mode: a
-        # helper mode pops and pushes the stack (a context manager) around
-        # each op. With no other mode active, the recorder is installed as
-        # the C++ level mode itself, which also keeps it out of its own
-        # ops (torch disables the mode while its handler runs).
-        self._direct = _SET_MODE is not None and _STACK_LEN() == 0
-        if self._direct:
-            _SET_MODE(self)
-            return self
-        return super().__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._direct:
-            _SET_MODE(None)
-            self._direct = False
-            return
-        super().__exit__(*exc)
 
     @contextlib.contextmanager
     def pause(self) -> Iterator[None]:

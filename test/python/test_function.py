@@ -852,3 +852,33 @@ print(step.phase)
                           env={**os.environ, "TERRA_BACKGROUND_COMPILE": "1"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "compiling"
+
+
+def test_a_dispatch_mode_of_the_program_inside_the_step() -> None:
+    """A TorchDispatchMode the program enters inside the step (a FLOP
+    counter, a logger) stacks with terra's recorder: the step still
+    co-executes and the program's mode sees its ops."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.n += 1
+            return func(*args, **(kwargs or {}))
+
+    def make() -> tuple:
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y):
+            with Count():
+                h = model[0](x)
+            loss = F.cross_entropy(model[2](torch.tanh(h)), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    stats = compare(make, batches(8), max_fallbacks=0)
+    assert stats["coexec_iterations"] >= 4 and Count.n > 0
