@@ -324,9 +324,11 @@ class _Recorder(TorchDispatchMode):
 
     # -- ops -----------------------------------------------------------------
     def __torch_dispatch__(self, func: Any, types_: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
-        # The tracer's own code runs outside tracing mode (loops.py).
+        # The tracer's own code runs outside tracing mode (loops.py); the
+        # hook belongs to the step's thread (ops of other threads, e.g. an
+        # autograd device thread, must not touch it).
         counter = self.loop_counter
-        resume = counter.suspend()
+        resume = threading.get_ident() == self.thread and counter.suspend()
         try:
             return self._dispatch(func, args, kwargs or {})
         finally:

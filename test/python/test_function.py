@@ -882,3 +882,32 @@ def test_a_dispatch_mode_of_the_program_inside_the_step() -> None:
         return step, model, opt
     stats = compare(make, batches(8), max_fallbacks=0)
     assert stats["coexec_iterations"] >= 4 and Count.n > 0
+
+
+def test_torch_ops_on_another_thread_during_the_step() -> None:
+    """Ops another thread runs while the step runs are not the step's (they
+    run as they are) and leave the step thread's loop hook alone."""
+    import threading
+    seen = []
+
+    def make() -> tuple:
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y, n):
+            worker = threading.Thread(target=lambda: seen.append(float((torch.ones(3) * 2).sum())))
+            worker.start()
+            h = model[0](x)
+            for _ in range(n):  # a loop whose trip count varies: counted by the hook
+                h = torch.tanh(h)
+            worker.join()
+            loss = F.cross_entropy(model[2](h), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    data = [(x, y, 1 + i % 3) for i, (x, y) in enumerate(batches(10))]
+    stats = compare(make, data, max_fallbacks=3)
+    assert stats["coexec_iterations"] >= 3
+    assert seen and all(v == 6.0 for v in seen)
