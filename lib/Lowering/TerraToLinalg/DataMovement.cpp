@@ -1033,6 +1033,35 @@ Value maskAt(OpBuilder &b, Location l, Value mask, Value i) {
       arith::ConstantOp::create(b, l, b.getIntegerAttr(e.getType(), 0)));
 }
 
+/// Visits the true elements of a flat mask in order: a loop over its
+/// positions carrying (out, count) from (init, 0); at a true position i,
+/// `visit(b, l, i, out, count)` returns the new out and count goes up by
+/// one. Returns the final (out, count).
+using MaskVisit =
+    llvm::function_ref<Value(OpBuilder &, Location, Value, Value, Value)>;
+std::pair<Value, Value> forEachTrue(OpBuilder &b, Location loc, Value flat,
+                                    Value init, MaskVisit visit) {
+  Value zero = cstIndex(b, loc, 0), one = cstIndex(b, loc, 1);
+  Value n = tensor::DimOp::create(b, loc, flat, 0);
+  auto loop = scf::ForOp::create(
+      b, loc, zero, n, one, ValueRange{init, zero},
+      [&](OpBuilder &fb, Location l, Value iv, ValueRange it) {
+        auto step = scf::IfOp::create(
+            fb, l, maskAt(fb, l, flat, iv),
+            [&](OpBuilder &tb, Location tl) {
+              Value out = visit(tb, tl, iv, it[0], it[1]);
+              scf::YieldOp::create(
+                  tb, tl,
+                  ValueRange{out, arith::AddIOp::create(tb, tl, it[1], one)});
+            },
+            [&](OpBuilder &eb, Location el) {
+              scf::YieldOp::create(eb, el, ValueRange{it[0], it[1]});
+            });
+        scf::YieldOp::create(fb, l, step.getResults());
+      });
+  return {loop.getResult(0), loop.getResult(1)};
+}
+
 /// Whether the static shapes of `mask` and self's leading dims agree.
 bool maskFits(Value mask, Value self) {
   RankedTensorType mt = tensorType(mask), st = tensorType(self);
@@ -1081,30 +1110,20 @@ LogicalResult lowerMaskedIndex(DLOp op, ValueRange o, PatternRewriter &rw) {
   auto rowT = RankedTensorType::get({rowsT.getDimSize(1)}, st.getElementType());
   Value init = tensor::EmptyOp::create(rw, loc, outT, dyn);
   SmallVector<OpFoldResult> ones = {rw.getIndexAttr(1), rw.getIndexAttr(1)};
-  auto loop = scf::ForOp::create(
-      rw, loc, zero, p, one, ValueRange{init, zero},
-      [&](OpBuilder &b, Location l, Value iv, ValueRange it) {
-        auto pick = scf::IfOp::create(
-            b, l, maskAt(b, l, flat, iv),
-            [&](OpBuilder &tb, Location tl) {
-              SmallVector<OpFoldResult> sz = {tb.getIndexAttr(1), r};
-              Value row = tensor::ExtractSliceOp::create(
-                  tb, tl, rowT, rows,
-                  SmallVector<OpFoldResult>{iv, tb.getIndexAttr(0)}, sz, ones);
-              Value out = tensor::InsertSliceOp::create(
-                  tb, tl, row, it[0],
-                  SmallVector<OpFoldResult>{it[1], tb.getIndexAttr(0)}, sz,
-                  ones);
-              scf::YieldOp::create(
-                  tb, tl,
-                  ValueRange{out, arith::AddIOp::create(tb, tl, it[1], one)});
-            },
-            [&](OpBuilder &eb, Location el) {
-              scf::YieldOp::create(eb, el, ValueRange{it[0], it[1]});
-            });
-        scf::YieldOp::create(b, l, pick.getResults());
-      });
-  Value out = loop.getResult(0);
+  Value out =
+      forEachTrue(
+          rw, loc, flat, init,
+          [&](OpBuilder &tb, Location tl, Value i, Value acc,
+              Value c) -> Value {
+            SmallVector<OpFoldResult> sz = {tb.getIndexAttr(1), r};
+            Value row = tensor::ExtractSliceOp::create(
+                tb, tl, rowT, rows,
+                SmallVector<OpFoldResult>{i, tb.getIndexAttr(0)}, sz, ones);
+            return tensor::InsertSliceOp::create(
+                tb, tl, row, acc,
+                SmallVector<OpFoldResult>{c, tb.getIndexAttr(0)}, sz, ones);
+          })
+          .first;
   // (count, R) back to (count, rest...).
   if (n == m) {
     out = tensor::CollapseShapeOp::create(
@@ -1144,8 +1163,6 @@ LogicalResult lowerMaskedIndexPut(DLOp op, ValueRange o, PatternRewriter &rw) {
   Value rows = asRows(rw, loc, self, m);
   RankedTensorType rowsT = tensorType(rows);
   Value vrows = vt.getRank() == 0 ? Value() : asRows(rw, loc, values, 1);
-  Value zero = cstIndex(rw, loc, 0), one = cstIndex(rw, loc, 1);
-  Value p = tensor::DimOp::create(rw, loc, flat, 0);
   OpFoldResult r = getSizes(rw, loc, rows)[1];
   auto rowT = RankedTensorType::get({rowsT.getDimSize(1)}, et);
   SmallVector<OpFoldResult> ones = {rw.getIndexAttr(1), rw.getIndexAttr(1)};
@@ -1153,65 +1170,48 @@ LogicalResult lowerMaskedIndexPut(DLOp op, ValueRange o, PatternRewriter &rw) {
       linalg::CopyOp::create(rw, loc, rows, emptyLike(rw, loc, rowsT, rows))
           .getResult(0);
   AffineMap id = rw.getMultiDimIdentityMap(1);
-  auto loop = scf::ForOp::create(
-      rw, loc, zero, p, one, ValueRange{copy, zero},
-      [&](OpBuilder &b, Location l, Value iv, ValueRange it) {
-        auto put = scf::IfOp::create(
-            b, l, maskAt(b, l, flat, iv),
-            [&](OpBuilder &tb, Location tl) {
-              SmallVector<OpFoldResult> sz = {tb.getIndexAttr(1), r};
-              SmallVector<OpFoldResult> at = {iv, tb.getIndexAttr(0)};
-              Value old = tensor::ExtractSliceOp::create(tb, tl, rowT, it[0],
-                                                         at, sz, ones);
-              SmallVector<Value> ins = {old};
-              SmallVector<AffineMap> maps = {id};
-              Value scalar;
-              if (vrows) {
-                assertInBounds(tb, tl, it[1],
-                               tensor::DimOp::create(tb, tl, vrows, 0),
-                               "index_put: more true elements than values");
-                ins.push_back(tensor::ExtractSliceOp::create(
-                    tb, tl, rowT, vrows,
-                    SmallVector<OpFoldResult>{it[1], tb.getIndexAttr(0)}, sz,
-                    ones));
-                maps.push_back(id);
-              } else {
-                scalar =
-                    tensor::ExtractOp::create(tb, tl, values, ValueRange{});
-              }
-              maps.push_back(id);
-              auto upd = linalg::GenericOp::create(
-                  tb, tl, rowT, ins, emptyLike(tb, tl, rowT, old), maps,
-                  SmallVector<utils::IteratorType>{
-                      utils::IteratorType::parallel},
-                  [&](OpBuilder &nb, Location nl, ValueRange a) {
-                    Value v = scalar ? scalar : a[1];
-                    if (accumulate)
-                      v = isFloat(et)
-                              ? Value(arith::AddFOp::create(nb, nl, a[0], v))
-                              : Value(arith::AddIOp::create(nb, nl, a[0], v));
-                    linalg::YieldOp::create(nb, nl, v);
-                  });
-              Value out = tensor::InsertSliceOp::create(
-                  tb, tl, upd.getResult(0), it[0], at, sz, ones);
-              scf::YieldOp::create(
-                  tb, tl,
-                  ValueRange{out, arith::AddIOp::create(tb, tl, it[1], one)});
-            },
-            [&](OpBuilder &eb, Location el) {
-              scf::YieldOp::create(eb, el, ValueRange{it[0], it[1]});
+  auto [updated, count] = forEachTrue(
+      rw, loc, flat, copy,
+      [&](OpBuilder &tb, Location tl, Value i, Value acc, Value c) -> Value {
+        SmallVector<OpFoldResult> sz = {tb.getIndexAttr(1), r};
+        SmallVector<OpFoldResult> at = {i, tb.getIndexAttr(0)};
+        Value old =
+            tensor::ExtractSliceOp::create(tb, tl, rowT, acc, at, sz, ones);
+        SmallVector<Value> ins = {old};
+        SmallVector<AffineMap> maps = {id};
+        Value scalar;
+        if (vrows) {
+          assertInBounds(tb, tl, c, tensor::DimOp::create(tb, tl, vrows, 0),
+                         "index_put: more true elements than values");
+          ins.push_back(tensor::ExtractSliceOp::create(
+              tb, tl, rowT, vrows,
+              SmallVector<OpFoldResult>{c, tb.getIndexAttr(0)}, sz, ones));
+          maps.push_back(id);
+        } else {
+          scalar = tensor::ExtractOp::create(tb, tl, values, ValueRange{});
+        }
+        maps.push_back(id);
+        auto upd = linalg::GenericOp::create(
+            tb, tl, rowT, ins, emptyLike(tb, tl, rowT, old), maps,
+            SmallVector<utils::IteratorType>{utils::IteratorType::parallel},
+            [&](OpBuilder &nb, Location nl, ValueRange a) {
+              Value v = scalar ? scalar : a[1];
+              if (accumulate)
+                v = isFloat(et) ? Value(arith::AddFOp::create(nb, nl, a[0], v))
+                                : Value(arith::AddIOp::create(nb, nl, a[0], v));
+              linalg::YieldOp::create(nb, nl, v);
             });
-        scf::YieldOp::create(b, l, put.getResults());
+        return tensor::InsertSliceOp::create(tb, tl, upd.getResult(0), acc, at,
+                                             sz, ones);
       });
   if (vrows) {
     // aten raises unless the values' rows match the true elements (or
     // there is one row to broadcast, which this lowering does not do).
-    assertEqual(rw, loc, loop.getResult(1),
-                tensor::DimOp::create(rw, loc, vrows, 0),
+    assertEqual(rw, loc, count, tensor::DimOp::create(rw, loc, vrows, 0),
                 "index_put: the values do not match the mask's true elements");
   }
   // (P, R) back to self's shape.
-  Value out = loop.getResult(0);
+  Value out = updated;
   SmallVector<OpFoldResult> sizes = getSizes(rw, loc, self);
   SmallVector<ReassociationIndices> groups;
   if (n == m)

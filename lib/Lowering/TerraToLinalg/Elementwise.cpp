@@ -103,10 +103,6 @@ LogicalResult unaryFloat(DLOp op, ValueRange operands,
                           });
 }
 
-Value cst(OpBuilder &b, Location l, Value like, double v) {
-  return scalarConstant(b, l, like.getType(), v);
-}
-
 Value sigmoid(OpBuilder &b, Location l, Value x) {
   Value one = cst(b, l, x, 1.0);
   Value e = math::ExpOp::create(b, l, arith::NegFOp::create(b, l, x));

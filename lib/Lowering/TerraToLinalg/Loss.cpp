@@ -159,10 +159,6 @@ LogicalResult lowerPointwiseLossBackward(DLOp op, ValueRange o,
   return success();
 }
 
-Value cst(OpBuilder &b, Location l, Value like, double v) {
-  return scalarConstant(b, l, like.getType(), v);
-}
-
 /// mse_loss(self, target, reduction): (self - target)^2, reduced.
 LogicalResult lowerMseLoss(DLOp op, ValueRange o, PatternRewriter &rw) {
   return lowerPointwiseLoss(op, o, rw, "mse_loss",

@@ -127,6 +127,10 @@ Value scalarArgOrOperand(OpBuilder &b, DLOp op, ValueRange operands,
   return nullptr;
 }
 
+Value cst(OpBuilder &b, Location loc, Value like, double value) {
+  return scalarConstant(b, loc, like.getType(), value);
+}
+
 RankedTensorType resultType(DLOp op, unsigned i) {
   return cast<RankedTensorType>(op.getResult(i).getType());
 }

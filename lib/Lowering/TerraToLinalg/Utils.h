@@ -45,6 +45,8 @@ std::optional<llvm::SmallVector<int64_t>> getIntListArg(DLOp op,
 Value castScalar(OpBuilder &b, Location loc, Value v, Type to);
 /// A constant of element type `type` holding `value`.
 Value scalarConstant(OpBuilder &b, Location loc, Type type, double value);
+/// A constant of `like`'s (scalar) type holding `value`.
+Value cst(OpBuilder &b, Location loc, Value like, double value);
 /// The scalar operand for `name`: the op's tensor operand `operandIndex` if
 /// it exists (a 0-d fed value, extracted), otherwise the `name` arg, cast
 /// to `type`. Returns null if neither exists.
