@@ -107,8 +107,6 @@ public:
     counts.clear();
   }
 
-  bool isInstalled() const { return installed; }
-
 private:
   static int trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *) {
     if (what != PyTrace_CALL && what != PyTrace_LINE)
@@ -201,6 +199,5 @@ offsets) for a code object with loops, or None.)doc")
       .def("resume", &LoopHook::resume)
       .def("activation", &LoopHook::activation, py::arg("frame"))
       .def("count", &LoopHook::count, py::arg("activation"), py::arg("start"))
-      .def("clear", &LoopHook::clear)
-      .def_property_readonly("installed", &LoopHook::isInstalled);
+      .def("clear", &LoopHook::clear);
 }

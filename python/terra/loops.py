@@ -106,7 +106,7 @@ class LoopCounter:
         # (AccumulateGrad steals a gradient only nobody else holds). An
         # address reused by a later frame is told apart by its new
         # activation, given when a call starts.
-        self._hook = native.load().LoopHook(_code_info)
+        self._hook = _shared_hook()
         self._loop_sites: dict[tuple, Site] = {}
         self.active = False
 
@@ -122,13 +122,13 @@ class LoopCounter:
     def __exit__(self, *exc: Any) -> None:
         if self.active:
             self._hook.stop()
+            self._hook.clear()
         self.active = False
-        self._hook.clear()
 
     def suspend(self) -> bool:
         """Leaves tracing mode (the tracer's own code runs untraced); True
         if the caller must `resume()`."""
-        return self._hook.suspend()
+        return self.active and self._hook.suspend()
 
     def resume(self) -> None:
         self._hook.resume()
@@ -158,6 +158,18 @@ class LoopCounter:
                     levels.append(LoopLevel(site, act, hook.count(act, start)))
             outer = (info,) + outer
         return tuple(levels)
+
+
+_HOOK: Any = None
+
+
+def _shared_hook() -> Any:
+    """The process's one C hook: its table of code objects' loops is filled
+    once, not again for every step (one step runs at a time)."""
+    global _HOOK
+    if _HOOK is None:
+        _HOOK = native.load().LoopHook(_code_info)
+    return _HOOK
 
 
 def _code_info(code: types.CodeType) -> Optional[tuple[int, frozenset[int]]]:

@@ -867,20 +867,11 @@ def test_a_dispatch_mode_of_the_program_inside_the_step() -> None:
             Count.n += 1
             return func(*args, **(kwargs or {}))
 
-    def make() -> tuple:
-        model = mlp()
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-
-        def step(x, y):
-            with Count():
-                h = model[0](x)
-            loss = F.cross_entropy(model[2](torch.tanh(h)), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-        return step, model, opt
-    stats = compare(make, batches(8), max_fallbacks=0)
+    def loss(model, x, y):
+        with Count():
+            h = model[0](x)
+        return F.cross_entropy(model[2](torch.tanh(h)), y)
+    stats = compare(sgd_program(loss=loss), batches(8), max_fallbacks=0)
     assert stats["coexec_iterations"] >= 4 and Count.n > 0
 
 
