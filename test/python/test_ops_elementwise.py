@@ -158,3 +158,12 @@ def test_rsub_reciprocal_and_in_place_leaky_relu():
     x = rand(5, 5)
     check_expected("aten.leaky_relu_", [x], {"negative_slope": 0.1},
                    torch.nn.functional.leaky_relu(x, 0.1))
+
+
+@pytest.mark.parametrize("name", ["aten.abs", "aten.sgn", "aten.sign"])
+def test_abs_and_sign_with_zeros_and_nan(name):
+    x = torch.tensor([-2.5, -0.0, 0.0, 1e-30, 3.0, float("-inf"), float("inf"), float("nan")])
+    expected = aten(name)(x)
+    got = run_op(name, [x], {}, [expected], ())[0]
+    np.testing.assert_array_equal(got, expected.numpy(), err_msg=name)
+    check_op(name, [torch.tensor([-3, 0, 7], dtype=torch.int64)])

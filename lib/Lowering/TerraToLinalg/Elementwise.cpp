@@ -308,6 +308,42 @@ void terra::populateElementwiseLowerings(LoweringRegistry &r) {
       return arith::SubIOp::create(b, l, cst(b, l, a[0], 0), a[0]);
     });
   });
+  r.add("aten.abs", [](DLOp op, ValueRange o, PatternRewriter &rw) {
+    return lowerElementwise(
+        op, o, rw, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+          Value x = a[0];
+          if (isFloat(x.getType()))
+            return math::AbsFOp::create(b, l, x);
+          if (x.getType().isInteger(1))
+            return x;
+          return math::AbsIOp::create(b, l, x);
+        });
+  });
+  // sign(x) = (0 < x) - (x < 0), as ATen computes it: 0 for zeros and NaN.
+  for (StringRef n : {"aten.sgn", "aten.sign"})
+    r.add(n, [](DLOp op, ValueRange o, PatternRewriter &rw) {
+      return lowerElementwise(
+          op, o, rw, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+            Value x = a[0], zero = cst(b, l, x, 0.0);
+            if (x.getType().isInteger(1))
+              return x;
+            Value pos, neg;
+            if (isFloat(x.getType())) {
+              pos = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, x,
+                                          zero);
+              neg = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OLT, x,
+                                          zero);
+            } else {
+              pos = arith::CmpIOp::create(b, l, arith::CmpIPredicate::sgt, x,
+                                          zero);
+              neg = arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, x,
+                                          zero);
+            }
+            Value inner =
+                arith::SelectOp::create(b, l, neg, cst(b, l, x, -1.0), zero);
+            return arith::SelectOp::create(b, l, pos, cst(b, l, x, 1.0), inner);
+          });
+    });
   r.add("aten.exp", [](DLOp op, ValueRange o, PatternRewriter &rw) {
     return unaryFloat(op, o, rw, [](OpBuilder &b, Location l, Value x) -> Value {
       return math::ExpOp::create(b, l, x);
