@@ -75,12 +75,58 @@ LogicalResult TraceOp::verifyRegions() {
 // DL op and communication ops
 //===----------------------------------------------------------------------===//
 
+unsigned DLOp::getNumShapeOperands() {
+  if (DictionaryAttr args = getArgsAttr())
+    if (auto n =
+            dyn_cast_or_null<IntegerAttr>(args.get("terra.shape_operands")))
+      return unsigned(n.getInt());
+  return 0;
+}
+
+OperandRange DLOp::getDataInputs() {
+  return getInputs().drop_back(
+      std::min<size_t>(getNumShapeOperands(), getInputs().size()));
+}
+
 LogicalResult DLOp::verify() {
   StringRef name = getName();
   size_t dot = name.find('.');
   if (dot == StringRef::npos || dot == 0 || dot + 1 == name.size())
     return emitOpError("op name '")
            << name << "' must be qualified by its framework, e.g. 'aten.add'";
+  if (DictionaryAttr args = getArgsAttr())
+    if (Attribute n = args.get("terra.shape_operands")) {
+      auto count = dyn_cast<IntegerAttr>(n);
+      if (!count || count.getInt() < 0 ||
+          uint64_t(count.getInt()) > getInputs().size())
+        return emitOpError("'terra.shape_operands' must be a count of at "
+                           "most the op's ")
+               << getInputs().size() << " operands";
+    }
+  // Symbolic sizes must name a dim of an operand of this op.
+  if (DictionaryAttr args = getArgsAttr()) {
+    for (NamedAttribute arg : args) {
+      auto list = dyn_cast<ArrayAttr>(arg.getValue());
+      Attribute single = arg.getValue();
+      for (Attribute e : list ? list.getValue() : ArrayRef<Attribute>(single)) {
+        auto dim = dyn_cast<DimAttr>(e);
+        if (!dim)
+          continue;
+        if (dim.getOperand() >= getInputs().size())
+          return emitOpError("arg '")
+                 << arg.getName().getValue() << "' refers to operand "
+                 << dim.getOperand() << " of an op with " << getInputs().size()
+                 << " operands";
+        auto type =
+            cast<RankedTensorType>(getInputs()[dim.getOperand()].getType());
+        if (dim.getDim() >= type.getRank())
+          return emitOpError("arg '")
+                 << arg.getName().getValue() << "' refers to dim "
+                 << dim.getDim() << " of operand " << dim.getOperand()
+                 << ", which has rank " << type.getRank();
+      }
+    }
+  }
   return success();
 }
 

@@ -260,23 +260,28 @@ Value emitReshape(OpBuilder &b, Location loc, Value src,
 /// the `size`/`shape` arg for dynamic dims, and one -1 inferred.
 Value emitShapeTensorReshape(OpBuilder &b, Location loc, DLOp op, Value src,
                              RankedTensorType dstT) {
-  std::optional<SmallVector<int64_t>> arg = getIntListArg(op, "size");
+  std::optional<SmallVector<SizeArg>> arg = getSizeListArg(op, "size");
   if (!arg)
-    arg = getIntListArg(op, "shape");
+    arg = getSizeListArg(op, "shape");
   if (!arg || int64_t(arg->size()) != dstT.getRank())
     return nullptr;
+  // Check before building anything: at most one size is inferred.
   int64_t inferred = -1;
+  for (int64_t k = 0; k < dstT.getRank(); ++k) {
+    if (!dstT.isDynamicDim(k) || (*arg)[k].isSymbolic() || (*arg)[k].value >= 0)
+      continue;
+    if (inferred >= 0)
+      return nullptr;
+    inferred = k;
+  }
   SmallVector<Value> dims(dstT.getRank());
   Value known = cstIndex(b, loc, 1);
   for (int64_t k = 0; k < dstT.getRank(); ++k) {
-    int64_t v = dstT.isDynamicDim(k) ? (*arg)[k] : dstT.getDimSize(k);
-    if (v < 0) {
-      if (inferred >= 0)
-        return nullptr;
-      inferred = k;
+    if (k == inferred)
       continue;
-    }
-    dims[k] = cstIndex(b, loc, v);
+    // A symbolic size (a dim of the reshaped operand) is read at run time.
+    dims[k] = dstT.isDynamicDim(k) ? sizeValue(b, loc, (*arg)[k], op)
+                                   : cstIndex(b, loc, dstT.getDimSize(k));
     known = arith::MulIOp::create(b, loc, known, dims[k]);
   }
   Value total = cstIndex(b, loc, 1);
@@ -515,9 +520,16 @@ LogicalResult lowerExpand(DLOp op, ValueRange o, PatternRewriter &rw) {
   int64_t r = rt.getRank(), k = t.getRank();
   if (k > r)
     return failure();
-  std::optional<SmallVector<int64_t>> size = getIntListArg(op, "size");
+  std::optional<SmallVector<SizeArg>> size = getSizeListArg(op, "size");
   if (size && int64_t(size->size()) != r)
     return failure();
+  // A broadcast dim of dynamic extent needs its size from the arg.
+  for (int64_t d = 0; d < r; ++d) {
+    int64_t id = d - (r - k);
+    if (id < 0 && isDyn(rt.getDimSize(d)) &&
+        (!size || (!(*size)[d].isSymbolic() && (*size)[d].value < 0)))
+      return failure();
+  }
   SmallVector<AffineExpr> exprs;
   SmallVector<Value> dyn;
   for (int64_t d = 0; d < r; ++d) {
@@ -527,10 +539,10 @@ LogicalResult lowerExpand(DLOp op, ValueRange o, PatternRewriter &rw) {
       if (id >= 0)
         exprs.push_back(getAffineConstantExpr(0, ctx));
       if (isDyn(out)) {
-        int64_t v = size ? (*size)[d] : -1;
-        if (v < 0 && id < 0)
-          return failure();
-        dyn.push_back(cstIndex(rw, loc, v < 0 ? 1 : v));
+        if (size && ((*size)[d].isSymbolic() || (*size)[d].value >= 0))
+          dyn.push_back(sizeValue(rw, loc, (*size)[d], op));
+        else
+          dyn.push_back(cstIndex(rw, loc, 1));
       }
       continue;
     }
@@ -568,10 +580,14 @@ LogicalResult lowerExpand(DLOp op, ValueRange o, PatternRewriter &rw) {
 
 /// PyTorch's clamping of slice bounds on a dim of size `n`; returns
 /// (start, length). Static when `n` is.
-std::pair<OpFoldResult, OpFoldResult>
-sliceBounds(OpBuilder &b, Location loc, OpFoldResult n, int64_t start,
-            int64_t end, int64_t step) {
-  if (std::optional<int64_t> sn = getConstantIntValue(n)) {
+std::pair<OpFoldResult, OpFoldResult> sliceBounds(OpBuilder &b, Location loc,
+                                                  OpFoldResult n, int64_t start,
+                                                  int64_t end, int64_t step,
+                                                  Value endValue = nullptr) {
+  // `endValue`, when given, is a non-negative run-time end (a symbolic
+  // size) in place of `end`.
+  std::optional<int64_t> sn = getConstantIntValue(n);
+  if (sn && !endValue) {
     int64_t s = start, e = end;
     if (s < 0)
       s += *sn;
@@ -596,7 +612,7 @@ sliceBounds(OpBuilder &b, Location loc, OpFoldResult n, int64_t start,
     return arith::SelectOp::create(b, loc, gt, nv, v);
   };
   Value s = clamp(wrap(start), zero);
-  Value e = clamp(wrap(end), s);
+  Value e = clamp(endValue ? endValue : wrap(end), s);
   Value len = arith::SubIOp::create(b, loc, e, s);
   if (step != 1) {
     len = arith::AddIOp::create(b, loc, len, cstIndex(b, loc, step - 1));
@@ -615,13 +631,24 @@ LogicalResult lowerSlice(DLOp op, ValueRange o, PatternRewriter &rw) {
   int64_t step = getIntArg(op, "step").value_or(1);
   if (!dim || step <= 0)
     return failure();
-  int64_t start = getIntArg(op, "start").value_or(0);
-  int64_t end = getIntArg(op, "end").value_or(INT64_MAX);
+  // A bound that is present must be an int or (the end) a symbolic size.
+  DictionaryAttr args = op.getArgsAttr();
+  std::optional<int64_t> startArg = getIntArg(op, "start");
+  std::optional<SizeArg> endArg = getSizeArg(op, "end");
+  if (args &&
+      ((args.get("start") && !startArg && !isa<UnitAttr>(args.get("start"))) ||
+       (args.get("end") && !endArg && !isa<UnitAttr>(args.get("end")))))
+    return failure();
+  int64_t start = startArg.value_or(0);
+  int64_t end = endArg && !endArg->isSymbolic() ? endArg->value : INT64_MAX;
   SmallVector<OpFoldResult> sizes = getSizes(rw, loc, src);
   SmallVector<OpFoldResult> offsets(rank, rw.getIndexAttr(0));
   SmallVector<OpFoldResult> strides(rank, rw.getIndexAttr(1));
+  Value endValue = endArg && endArg->isSymbolic()
+                       ? sizeValue(rw, loc, *endArg, op)
+                       : Value();
   std::tie(offsets[*dim], sizes[*dim]) =
-      sliceBounds(rw, loc, sizes[*dim], start, end, step);
+      sliceBounds(rw, loc, sizes[*dim], start, end, step, endValue);
   strides[*dim] = rw.getIndexAttr(step);
   Value r = tensor::ExtractSliceOp::create(rw, loc, src, offsets, sizes,
                                            strides);
@@ -760,21 +787,21 @@ LogicalResult lowerUnbind(DLOp op, ValueRange o, PatternRewriter &rw) {
 Value zerosForBackward(OpBuilder &b, Location loc, DLOp op, Value like,
                        int64_t dim, bool likeHasDim) {
   RankedTensorType rt = resultType(op);
-  std::optional<SmallVector<int64_t>> inSizes =
-      getIntListArg(op, "input_sizes");
+  std::optional<SmallVector<SizeArg>> inSizes =
+      getSizeListArg(op, "input_sizes");
+  if (dim >= 0 && dim < rt.getRank() && rt.isDynamicDim(dim) &&
+      (!inSizes || int64_t(inSizes->size()) != rt.getRank() ||
+       (!(*inSizes)[dim].isSymbolic() && (*inSizes)[dim].value < 0)))
+    return nullptr;
   SmallVector<Value> dyn;
   for (int64_t d = 0; d < rt.getRank(); ++d) {
     if (!rt.isDynamicDim(d))
       continue;
-    if (d != dim) {
+    if (d != dim)
       dyn.push_back(tensor::DimOp::create(b, loc, like,
                                           likeHasDim || d < dim ? d : d - 1));
-    } else {
-      if (!inSizes || int64_t(inSizes->size()) != rt.getRank() ||
-          (*inSizes)[d] < 0)
-        return nullptr;
-      dyn.push_back(cstIndex(b, loc, (*inSizes)[d]));
-    }
+    else
+      dyn.push_back(sizeValue(b, loc, (*inSizes)[d], op));
   }
   Value init = tensor::EmptyOp::create(b, loc, rt, dyn);
   Value zero = scalarConstant(b, loc, rt.getElementType(), 0.0);

@@ -3,7 +3,8 @@
 // Constructors take their shape and dtype from the result type: a
 // linalg.fill of a tensor.empty (or a linalg.generic over linalg.index for
 // arange). Dynamic dims come from the `self` operand for the *_like, new_*
-// and fill ops, else from the `size` arg; an op whose dynamic extent is
+// and fill ops, else from the `size` arg (whose entries may be symbolic:
+// dims of an operand); an op whose dynamic extent is
 // known to neither stays for the host. empty/empty_like are zero-filled:
 // their contents are unspecified, and zeros keep runs deterministic.
 //
@@ -29,16 +30,16 @@ bool dynamicSizes(OpBuilder &b, Location loc, DLOp op, Value like,
   }
   if (rt.hasStaticShape())
     return true;
-  std::optional<SmallVector<int64_t>> size = getIntListArg(op, sizeArg);
+  std::optional<SmallVector<SizeArg>> size = getSizeListArg(op, sizeArg);
   if (!size || int64_t(size->size()) != rt.getRank())
     return false;
-  for (int64_t d = 0; d < rt.getRank(); ++d) {
-    if (!rt.isDynamicDim(d))
-      continue;
-    if ((*size)[d] < 0)
+  for (int64_t d = 0; d < rt.getRank(); ++d)
+    if (rt.isDynamicDim(d) && !(*size)[d].isSymbolic() && (*size)[d].value < 0)
       return false;
-    dyn.push_back(arith::ConstantIndexOp::create(b, loc, (*size)[d]));
-  }
+  // A symbolic size is a dim of an operand (new_zeros(x, [x.size(0), 4])).
+  for (int64_t d = 0; d < rt.getRank(); ++d)
+    if (rt.isDynamicDim(d))
+      dyn.push_back(sizeValue(b, loc, (*size)[d], op));
   return true;
 }
 
@@ -128,15 +129,37 @@ LogicalResult lowerArange(DLOp op, ValueRange o, PatternRewriter &rw) {
   if (!endA)
     return failure();
   std::optional<double> start = startA ? getFloatArg(op, "start") : 0.0;
-  std::optional<double> end = getFloatArg(op, "end");
+  // A symbolic end (a dim of a shape operand: `arange(x.size(1))`) needs
+  // int start and step; the length is then computed at run time.
+  std::optional<SizeArg> symEnd = getSizeArg(op, "end");
+  if (symEnd && !symEnd->isSymbolic())
+    symEnd.reset();
+  std::optional<double> end =
+      symEnd ? std::optional<double>(0.0) : getFloatArg(op, "end");
   std::optional<double> step = stepA ? getFloatArg(op, "step") : 1.0;
   if (!start || !end || !step || *step == 0.0)
     return failure();
-  auto isInt = [](Attribute a) { return !a || isa<IntegerAttr>(a); };
+  auto isInt = [](Attribute a) { return !a || isa<IntegerAttr, DimAttr>(a); };
   bool intMath = !isFloat(rt.getElementType()) && isInt(startA) &&
                  isInt(endA) && isInt(stepA);
+  if (symEnd && !(isInt(startA) && isInt(stepA) && *step > 0))
+    return failure();
   SmallVector<Value> dyn;
-  if (rt.isDynamicDim(0)) {
+  if (symEnd) {
+    // length = max(0, ceil((end - start) / step))
+    Value e = sizeValue(rw, loc, *symEnd, op);
+    Value s0 = arith::ConstantIndexOp::create(rw, loc, int64_t(*start));
+    Value st = arith::ConstantIndexOp::create(rw, loc, int64_t(*step));
+    Value span = arith::SubIOp::create(rw, loc, e, s0);
+    Value n = arith::CeilDivSIOp::create(rw, loc, span, st);
+    n = arith::MaxSIOp::create(rw, loc, n,
+                               arith::ConstantIndexOp::create(rw, loc, 0));
+    if (rt.isDynamicDim(0))
+      dyn.push_back(n);
+    else
+      guardEqual(rw, loc, n, rw.getIndexAttr(rt.getDimSize(0)),
+                 "arange: length does not match the result type");
+  } else if (rt.isDynamicDim(0)) {
     double n = std::ceil((*end - *start) / *step);
     if (n < 0)
       return failure();

@@ -49,7 +49,8 @@ struct DLOpLowering : public OpRewritePattern<DLOp> {
       return rewriter.notifyMatchFailure(op, "no lowering for this op");
     // A lowering may build ops before deciding it cannot handle the op;
     // roll those back so a failure leaves the IR untouched.
-    return lowering::lowerOrRollBack(fn, op, op.getInputs(), rewriter);
+    // Shape operands are read only through symbolic sizes (sizeValue).
+    return lowering::lowerOrRollBack(fn, op, op.getDataInputs(), rewriter);
   }
 
   const LoweringRegistry &registry;

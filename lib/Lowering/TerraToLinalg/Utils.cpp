@@ -56,6 +56,51 @@ std::optional<SmallVector<int64_t>> getIntListArg(DLOp op, StringRef name) {
   return out;
 }
 
+std::optional<SmallVector<SizeArg>> getSizeListArg(DLOp op, StringRef name) {
+  Attribute a = getArg(op, name);
+  if (auto i = dyn_cast_or_null<IntegerAttr>(a))
+    return SmallVector<SizeArg>{SizeArg{i.getInt()}};
+  auto arr = dyn_cast_or_null<ArrayAttr>(a);
+  if (!arr)
+    return std::nullopt;
+  SmallVector<SizeArg> out;
+  for (Attribute e : arr) {
+    if (auto i = dyn_cast<IntegerAttr>(e)) {
+      out.push_back(SizeArg{i.getInt()});
+      continue;
+    }
+    auto d = dyn_cast<DimAttr>(e);
+    if (!d || d.getOperand() >= op.getInputs().size())
+      return std::nullopt;
+    out.push_back(SizeArg{0, int64_t(d.getOperand()), d.getDim()});
+  }
+  return out;
+}
+
+std::optional<SizeArg> getSizeArg(DLOp op, StringRef name) {
+  Attribute a = getArg(op, name);
+  if (auto i = dyn_cast_or_null<IntegerAttr>(a))
+    return SizeArg{i.getInt()};
+  if (auto d = dyn_cast_or_null<DimAttr>(a))
+    if (d.getOperand() < op.getInputs().size())
+      return SizeArg{0, int64_t(d.getOperand()), d.getDim()};
+  return std::nullopt;
+}
+
+int64_t staticSize(const SizeArg &s, DLOp op) {
+  if (!s.isSymbolic())
+    return s.value;
+  return cast<RankedTensorType>(op.getInputs()[s.operand].getType())
+      .getDimSize(s.dim);
+}
+
+Value sizeValue(OpBuilder &b, Location loc, const SizeArg &s, DLOp op) {
+  int64_t v = staticSize(s, op);
+  if (!ShapedType::isDynamic(v))
+    return arith::ConstantIndexOp::create(b, loc, v);
+  return tensor::DimOp::create(b, loc, op.getInputs()[s.operand], s.dim);
+}
+
 bool isFloat(Type t) { return isa<FloatType>(t); }
 
 Value castScalar(OpBuilder &b, Location loc, Value v, Type to) {

@@ -39,6 +39,29 @@ std::optional<bool> getBoolArg(DLOp op, llvm::StringRef name);
 /// An int list arg; a single int is a one-element list.
 std::optional<llvm::SmallVector<int64_t>> getIntListArg(DLOp op,
                                                         llvm::StringRef name);
+/// One entry of a size-list arg: a number, or dim `dim` of tensor operand
+/// `operand` (`#terra.dim<operand, dim>`, a size the tracer recorded
+/// symbolically so that it follows the operand's shape).
+struct SizeArg {
+  int64_t value = 0;
+  int64_t operand = -1; ///< -1: the entry is `value`
+  unsigned dim = 0;
+  bool isSymbolic() const { return operand >= 0; }
+};
+/// A size-list arg whose entries may be symbolic; a single int is a
+/// one-element list. nullopt when absent or malformed.
+std::optional<llvm::SmallVector<SizeArg>> getSizeListArg(DLOp op,
+                                                         llvm::StringRef name);
+/// A scalar size arg (an int or one `#terra.dim`); nullopt when absent or
+/// of another kind.
+std::optional<SizeArg> getSizeArg(DLOp op, llvm::StringRef name);
+/// The entry as a static number: its value, or the operand's dim when that
+/// is static; ShapedType::kDynamic otherwise. Operands are `op`'s inputs,
+/// shape operands included.
+int64_t staticSize(const SizeArg &s, DLOp op);
+/// The entry of `op`'s arg as an index value (a constant, or tensor.dim of
+/// the operand).
+Value sizeValue(OpBuilder &b, Location loc, const SizeArg &s, DLOp op);
 
 // --- Scalars --------------------------------------------------------------
 /// Converts a scalar between int, float and i1 element types like PyTorch.

@@ -1054,3 +1054,27 @@ terra.trace_graph @two_blocks traces 1 {
 
 // expected-error @+1 {{'terra.loop_cond' op loop id must be non-negative, got -3}}
 %0 = terra.loop_cond -3
+
+// -----
+
+terra.trace @dim_of_missing_operand {
+  %x = terra.feed : tensor<4x6xf32>
+  // expected-error @+1 {{'terra.op' op arg 'size' refers to operand 1 of an op with 1 operands}}
+  %v = terra.op "aten.view"(%x) args {size = [#terra.dim<1, 0>, 6]} : (tensor<4x6xf32>) -> tensor<4x6xf32>
+}
+
+// -----
+
+terra.trace @dim_past_rank {
+  %x = terra.feed : tensor<4x6xf32>
+  // expected-error @+1 {{'terra.op' op arg 'size' refers to dim 2 of operand 0, which has rank 2}}
+  %v = terra.op "aten.view"(%x) args {size = [#terra.dim<0, 2>, -1]} : (tensor<4x6xf32>) -> tensor<4x6xf32>
+}
+
+// -----
+
+terra.trace @too_many_shape_operands {
+  %x = terra.feed : tensor<4x6xf32>
+  // expected-error @+1 {{'terra.op' op 'terra.shape_operands' must be a count of at most the op's 1 operands}}
+  %v = terra.op "aten.view"(%x) args {size = [24], terra.shape_operands = 2} : (tensor<4x6xf32>) -> tensor<24xf32>
+}

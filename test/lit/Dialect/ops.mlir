@@ -307,3 +307,14 @@ terra.trace_graph @sites_tg traces 1 {
 terra.trace @feed_attrs_no_id {
   %x = terra.feed attributes {note = "x"} : tensor<f32>
 }
+
+// -----
+
+// Symbolic sizes: dims of an operand, one of them a shape operand.
+// CHECK-LABEL: terra.trace @symbolic_sizes
+// CHECK:         terra.op "aten.view"(%{{.*}}, %{{.*}}) args {size = [#terra.dim<0, 0>, #terra.dim<1, 1>, -1{{.*}}], terra.shape_operands = 1 : i64}
+terra.trace @symbolic_sizes {
+  %x = terra.feed : tensor<24x16xf32>
+  %s = terra.feed : tensor<4x6xi64>
+  %v = terra.op "aten.view"(%x, %s) args {size = [#terra.dim<0, 0>, #terra.dim<1, 1>, -1], terra.shape_operands = 1} : (tensor<24x16xf32>, tensor<4x6xi64>) -> tensor<24x6x?xf32>
+}

@@ -85,3 +85,21 @@ terra.graph @zeros_unknown_size_stays {
   %r = terra.op "aten.zeros"() : () -> tensor<?x3xf32>
   terra.fetch 0 %r : tensor<?x3xf32>
 }
+
+// -----
+
+// arange(t) with t a dim of a shape operand: the length is computed at run
+// time, ceil((end - start) / step) clamped at 0 (the division by a unit
+// step folds away).
+// CHECK-LABEL: terra.graph @arange_symbolic_end
+// CHECK:         %[[I:.*]] = terra.feed 1 : tensor<4x?xi64>
+// CHECK:         %[[T:.*]] = tensor.dim %[[I]], %c1
+// CHECK:         %[[N:.*]] = arith.subi %[[T]], %c2
+// CHECK:         %[[L:.*]] = arith.maxsi %[[N]], %c0
+// CHECK:         tensor.empty(%[[L]]) : tensor<?xi64>
+// CHECK-NOT:     terra.op
+terra.graph @arange_symbolic_end {
+  %i = terra.feed 1 : tensor<4x?xi64>
+  %r = terra.op "aten.arange.start"(%i) args {start = 2 : i64, end = #terra.dim<0, 1>, terra.shape_operands = 1} : (tensor<4x?xi64>) -> tensor<?xi64>
+  terra.fetch 0 %r : tensor<?xi64>
+}

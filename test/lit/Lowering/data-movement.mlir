@@ -319,3 +319,70 @@ terra.graph @masked_indexing {
   %p = terra.op "aten.index_put"(%x, %m, %g) args {accumulate = true} : (tensor<4x3x8xf32>, tensor<4x3xi1>, tensor<?x8xf32>) -> tensor<4x3x8xf32>
   terra.fetch 0 %p : tensor<4x3x8xf32>
 }
+
+// -----
+
+// Symbolic sizes (#terra.dim): a reshape whose two dynamic dims are read
+// from a shape operand (the lowering sees only the data operand), the
+// third inferred.
+// CHECK-LABEL: terra.graph @view_symbolic_sizes
+// CHECK:         %[[X:.*]] = terra.feed 1 : tensor<?x16xf32>
+// CHECK:         %[[S:.*]] = terra.feed 2 : tensor<?x?xi64>
+// CHECK-DAG:     %[[B:.*]] = tensor.dim %[[S]], %c0
+// CHECK-DAG:     %[[T:.*]] = tensor.dim %[[S]], %c1
+// CHECK:         tensor.from_elements %[[B]], %[[T]], %{{.*}} : tensor<3xindex>
+// CHECK:         tensor.reshape %[[X]]
+// CHECK-NOT:     terra.op
+terra.graph @view_symbolic_sizes {
+  %x = terra.feed 1 : tensor<?x16xf32>
+  %s = terra.feed 2 : tensor<?x?xi64>
+  %r = terra.op "aten.view"(%x, %s) args {size = [#terra.dim<1, 0>, #terra.dim<1, 1>, -1], terra.shape_operands = 1} : (tensor<?x16xf32>, tensor<?x?xi64>) -> tensor<?x?x?xf32>
+  terra.fetch 0 %r : tensor<?x?x?xf32>
+}
+
+// -----
+
+// expand of a 0-d value to a size taken from another value's dim.
+// CHECK-LABEL: terra.graph @expand_symbolic_size
+// CHECK:         %[[G:.*]] = terra.feed 1 : tensor<f32>
+// CHECK:         %[[P:.*]] = terra.feed 2 : tensor<?x8xf32>
+// CHECK:         %[[N:.*]] = tensor.dim %[[P]], %c0
+// CHECK:         %[[E:.*]] = tensor.empty(%[[N]]) : tensor<?x2xf32>
+// CHECK:         linalg.generic {{.*}} ins(%[[G]] : tensor<f32>) outs(%[[E]] : tensor<?x2xf32>)
+terra.graph @expand_symbolic_size {
+  %g = terra.feed 1 : tensor<f32>
+  %p = terra.feed 2 : tensor<?x8xf32>
+  %r = terra.op "aten.expand"(%g, %p) args {size = [#terra.dim<1, 0>, 2], terra.shape_operands = 1} : (tensor<f32>, tensor<?x8xf32>) -> tensor<?x2xf32>
+  terra.fetch 0 %r : tensor<?x2xf32>
+}
+
+// -----
+
+// slice_backward: the sliced dim's full size is a dim of grad_output.
+// CHECK-LABEL: terra.graph @slice_backward_symbolic_input_size
+// CHECK:         %[[G:.*]] = terra.feed 1 : tensor<?x?xf32>
+// CHECK-DAG:     %[[N0:.*]] = tensor.dim %[[G]], %c0
+// CHECK-DAG:     %[[N1:.*]] = tensor.dim %[[G]], %c1
+// CHECK:         tensor.empty(%[[N0]], %[[N1]]) : tensor<?x?xf32>
+// CHECK:         tensor.insert_slice %[[G]]
+terra.graph @slice_backward_symbolic_input_size {
+  %g = terra.feed 1 : tensor<?x?xf32>
+  %r = terra.op "aten.slice_backward"(%g) args {dim = 0 : i64, end = 9223372036854775807 : i64, input_sizes = [#terra.dim<0, 0>, #terra.dim<0, 1>], start = 0 : i64, step = 1 : i64} : (tensor<?x?xf32>) -> tensor<?x?xf32>
+  terra.fetch 0 %r : tensor<?x?xf32>
+}
+
+// -----
+
+// A slice whose end is learnt to follow another value's dim (mask[:t]).
+// CHECK-LABEL: terra.graph @slice_symbolic_end
+// CHECK:         %[[M:.*]] = terra.feed 1 : tensor<64x64xf32>
+// CHECK:         %[[I:.*]] = terra.feed 2 : tensor<4x?xi64>
+// CHECK:         %[[T:.*]] = tensor.dim %[[I]], %c1
+// CHECK:         arith.cmpi slt, %[[T]]
+// CHECK:         tensor.extract_slice %[[M]][%{{.*}}, 0] [%{{.*}}, 64] [1, 1] : tensor<64x64xf32> to tensor<?x64xf32>
+terra.graph @slice_symbolic_end {
+  %m = terra.feed 1 : tensor<64x64xf32>
+  %i = terra.feed 2 : tensor<4x?xi64>
+  %r = terra.op "aten.slice.Tensor"(%m, %i) args {dim = 0 : i64, start = 0 : i64, end = #terra.dim<1, 1>, terra.shape_operands = 1} : (tensor<64x64xf32>, tensor<4x?xi64>) -> tensor<?x64xf32>
+  terra.fetch 0 %r : tensor<?x64xf32>
+}

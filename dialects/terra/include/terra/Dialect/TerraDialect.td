@@ -24,6 +24,7 @@ def Terra_Dialect : Dialect {
     where the column holds the bytecode offset `f_lasti`.
   }];
   let cppNamespace = "::terra";
+  let useDefaultAttributePrinterParser = 1;
 }
 
 class Terra_Op<string mnemonic, list<Trait> traits = []>

@@ -13,6 +13,9 @@
 #include "terra/Dialect/TerraDialect.h"
 #include "terra/Dialect/TerraEnums.h.inc"
 
+#define GET_ATTRDEF_CLASSES
+#include "terra/Dialect/TerraAttrs.h.inc"
+
 #define GET_OP_CLASSES
 #include "terra/Dialect/TerraOps.h.inc"
 

@@ -2,6 +2,7 @@
 #define TERRA_OPS_TD
 
 include "terra/Dialect/TerraDialect.td"
+include "terra/Dialect/TerraAttrs.td"
 include "mlir/IR/EnumAttr.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/RegionKindInterface.td"
@@ -45,6 +46,9 @@ def Terra_DLOp : Terra_Op<"op"> {
     non-tensor arguments as the `args` dictionary and ranked tensor results.
     Its location is its site. Two ops are the same TraceGraph node only if
     name, `args`, site and result dtypes/ranks agree (spec section 2.2).
+    Entries of size args may be `#terra.dim<operand, dim>`; an operand
+    that only such entries refer to is one of the trailing
+    `terra.shape_operands` inputs.
 
     ```mlir
     %r = terra.op "aten.add"(%a, %b) args {alpha = 1 : i64}
@@ -56,6 +60,15 @@ def Terra_DLOp : Terra_Op<"op"> {
   let results = (outs Variadic<AnyRankedTensor>:$results);
   let assemblyFormat = [{
     $name `(` $inputs `)` (`args` $args^)? attr-dict `:` functional-type($inputs, $results)
+  }];
+  let extraClassDeclaration = [{
+    /// The number of trailing operands that only `#terra.dim` entries of
+    /// size args refer to (the `terra.shape_operands` arg; 0 if absent):
+    /// values whose dims an op's sizes follow but that it does not read.
+    unsigned getNumShapeOperands();
+    /// The operands the op computes on: its inputs without the shape
+    /// operands.
+    ::mlir::OperandRange getDataInputs();
   }];
   let hasVerifier = 1;
 }
