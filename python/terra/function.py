@@ -49,7 +49,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 import torch
 from torch.utils._pytree import tree_map
 
-from . import loops, native, relax, tracing
+from . import loops, native, relax, sizes, tracing
 from .coexec import CoExecutor, op_key, tensor_spec
 from .placeholder import Placeholder
 from .sites import user_line
@@ -106,6 +106,9 @@ class Stats:
             "host_ops": list(fn.host_op_names),
             "graph_loops": sorted(user_line(site) for site in fn.dynamic_loops),
             "relaxed_scalars": sorted(f"{name}.{arg} at {user_line(site)}" for site, name, arg in fn.relaxed),
+            "relaxed_sizes": sorted(f"{name}.{arg}{sorted(entries)} at "
+                                    f"{'every backward op' if site == relax.ENGINE else user_line(site)}"
+                                    for (site, name, arg), entries in fn.dynamic_sizes.items()),
             "eager_reason": fn.eager_reason,
             "steps": list(self.steps),
         }
@@ -145,6 +148,7 @@ class TerraFunction:
         self.traces: list[Trace] = []
         # Scalar arguments fed instead of fixed (relax.py).
         self.relaxed: set = set()
+        self.dynamic_sizes: dict = {}  # sizes.DynamicSizes
         # Program loops (loops.py): trip counts seen per loop, the loops
         # that are graph loops (their trip count varied), and loops that
         # stay unrolled because graph loops could not express them.
@@ -198,6 +202,7 @@ class TerraFunction:
         start = time.perf_counter()
         recorder = tracing._Recorder(self.registry, args, kwargs, sys._getframe())
         recorder.relaxed = self.relaxed
+        recorder.dynamic_sizes = self.dynamic_sizes
         recorder.speculate = True
         try:
             result = _run_step(recorder, self.fn, args, kwargs)
@@ -252,10 +257,18 @@ class TerraFunction:
         # Against every trace so far: an op on a branch the previous call did
         # not take still has its earlier values.
         new = set().union(*(relax.changed_scalars(t, trace) for t in self.traces)) - self.relaxed
-        if not new:
+        entries = {(where, name, arg, i) for t in self.traces for where, name, arg, i in sizes.changed_sizes(t, trace)
+                   if i not in self.dynamic_sizes.get((where, name, arg), ())}
+        if not new and not entries:
             return False
         self.relaxed |= new
-        self._log(f"relaxing changing scalars to feeds: {relax.describe(new)}; tracing again")
+        for where, name, arg, i in entries:
+            self.dynamic_sizes[(where, name, arg)] = self.dynamic_sizes.get((where, name, arg), frozenset()) | {i}
+        if new:
+            self._log(f"relaxing changing scalars to feeds: {relax.describe(new)}; tracing again")
+        if entries:
+            self._log("relaxing changing size arguments: " + ", ".join(
+                sorted({f"{name}.{arg}[{i}]" for _, name, arg, i in entries})) + "; tracing again")
         self.session, self.traces, self.graph = None, [], None
         self.keys.clear()
         self.host_calls.clear()
@@ -427,6 +440,7 @@ class TerraFunction:
         if any(writes for *_, writes in tracing.op_info(func).args):
             tensors = [t.clone() for t in tensors]
         inputs = {_storage_ptr(t) for t in tensors}
+        operand_tensors = list(tensors)  # symbolic sizes refer to these
         pos: list = []
         kw: dict = {}
         for arg_name, kwarg_only, kind, value in recipe:
@@ -435,7 +449,7 @@ class TerraFunction:
             elif kind == "tl":
                 v, tensors = tensors[:value], tensors[value:]
             else:
-                v = value
+                v = sizes.resolve(value, operand_tensors)
             if kwarg_only:
                 kw[arg_name] = v
             else:
@@ -467,6 +481,7 @@ class TerraFunction:
     def _coexec_with(self, ex: CoExecutor, start: float, args: tuple, kwargs: dict) -> Any:
         it = self.stats.tracing_iterations + self.stats.coexec_iterations + self.stats.eager_iterations
         ex.relaxed = self.relaxed
+        ex.dynamic_sizes = self.dynamic_sizes
         ex.speculate = True
         try:
             result = _run_step(ex, self.fn, args, kwargs)

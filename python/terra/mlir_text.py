@@ -15,6 +15,8 @@ from typing import Any, Sequence
 
 import torch
 
+from .sizes import SymDim
+
 # torch dtype -> MLIR element type (and the dtype name used in `args`).
 _ELEMENT_TYPES: dict[torch.dtype, str] = {
     torch.float32: "f32",
@@ -44,8 +46,9 @@ def element_type(dtype: torch.dtype) -> str:
 
 
 def tensor_type(dtype: torch.dtype, shape: Sequence[int]) -> str:
-    """`tensor<2x3xf32>` (rank 0: `tensor<f32>`)."""
-    return "tensor<" + "".join(f"{d}x" for d in shape) + element_type(dtype) + ">"
+    """`tensor<2x3xf32>` (rank 0: `tensor<f32>`; a negative size is a
+    dynamic dim, `?`)."""
+    return "tensor<" + "".join("?x" if d < 0 else f"{d}x" for d in shape) + element_type(dtype) + ">"
 
 
 def string_literal(s: str) -> str:
@@ -75,7 +78,8 @@ def float_literal(v: float) -> str:
 def attribute(value: Any) -> str:
     """A Python argument value as an MLIR attribute (the `args` conventions:
     bool -> BoolAttr, int -> i64, float -> f64, str -> StringAttr, list ->
-    ArrayAttr, None -> unit, torch.dtype -> its element type name)."""
+    ArrayAttr, None -> unit, torch.dtype -> its element type name, a
+    symbolic size -> `#terra.dim<operand, dim>`)."""
     if value is None:
         return "unit"
     if isinstance(value, bool):
@@ -92,6 +96,8 @@ def attribute(value: Any) -> str:
         return string_literal(element_type(value))
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(attribute(v) for v in value) + "]"
+    if isinstance(value, SymDim):
+        return value.mlir()
     raise UnsupportedValue(f"cannot express {type(value).__name__} {value!r} as an MLIR attribute")
 
 

@@ -45,7 +45,7 @@ RelaxKey = tuple[Any, str, str]
 ENGINE = "<autograd engine>"
 
 
-def _is_engine(site: Site) -> bool:
+def is_engine(site: Site) -> bool:
     return bool(site.frames) and site.frames[0].file == AUTOGRAD_FILE
 
 # op -> its .Tensor form: the scalar `other` becomes a second operand.
@@ -98,7 +98,7 @@ def _numbers(v: Any) -> Optional[list]:
     return None
 
 
-def _ops_by_occurrence(trace: Trace) -> dict[tuple, OpEvent]:
+def ops_by_occurrence(trace: Trace) -> dict[tuple, OpEvent]:
     seen: dict[tuple, int] = {}
     out = {}
     for ev in trace.events:
@@ -111,9 +111,9 @@ def _ops_by_occurrence(trace: Trace) -> dict[tuple, OpEvent]:
 
 
 def changed_scalars(before: Trace, after: Trace) -> set[RelaxKey]:
-    """The relaxable float arguments whose values differ between two traces
+    """The relaxable number arguments whose values differ between two traces
     at the same op occurrence."""
-    a, b = _ops_by_occurrence(before), _ops_by_occurrence(after)
+    a, b = ops_by_occurrence(before), ops_by_occurrence(after)
     found: set[RelaxKey] = set()
     for k, ev in b.items():
         old = a.get(k)
@@ -121,11 +121,14 @@ def changed_scalars(before: Trace, after: Trace) -> set[RelaxKey]:
             continue
         for arg, v in ev.args.items():
             w = old.args.get(arg)
-            scalar = (isinstance(v, float) and isinstance(w, (int, float)) and not isinstance(w, bool)
-                      and v != w)
+            # An int counts too: autograd divides by an element count
+            # (MeanBackward: `div.Scalar(grad, numel)`), which changes with
+            # a dynamic size. Ops on int tensors are not rewritten (rewrite).
+            scalar = (isinstance(v, (int, float)) and isinstance(w, (int, float))
+                      and not isinstance(v, bool) and not isinstance(w, bool) and v != w)
             listed = _numbers(v) is not None and _numbers(w) is not None and len(v) == len(w) and v != w
             if (scalar or listed) and relaxable(ev.name, arg):
-                found.add((ENGINE if _is_engine(ev.site) else ev.site, ev.name, arg))
+                found.add((ENGINE if is_engine(ev.site) else ev.site, ev.name, arg))
     return found
 
 
@@ -137,7 +140,16 @@ def value_type(trace: Trace, ref: ValueRef) -> TensorType:
 
 
 def _broadcast(*types: TensorType) -> tuple[int, ...]:
-    return tuple(torch.broadcast_shapes(*(t.shape for t in types)))
+    """Numpy broadcasting of the types' shapes; a dynamic dim (-1) stays
+    dynamic unless the other side has a size other than 1."""
+    rank = max(len(t.shape) for t in types)
+    out = []
+    for i in range(rank):
+        dims = [t.shape[i - rank + len(t.shape)] for t in types if i - rank + len(t.shape) >= 0]
+        sized = [d for d in dims if d != 1]
+        known = [d for d in sized if d >= 0]
+        out.append(known[0] if known else (-1 if sized else 1))
+    return tuple(out)
 
 
 class Rewrite:

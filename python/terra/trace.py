@@ -21,7 +21,8 @@ from .sites import Site
 
 @dataclass(frozen=True)
 class TensorType:
-    """dtype and static shape of one traced value."""
+    """dtype and shape of one traced value (a size of -1 is a dynamic dim:
+    a data-dependent size, see tracing._Recorder._record)."""
 
     dtype: torch.dtype
     shape: tuple[int, ...]
@@ -248,7 +249,8 @@ class Trace:
                 lines.append(f"    {names[i]} = terra.state {mlir_text.string_literal(ev.name)} "
                              f": {ev.type.mlir()} loc({locs.ref(ev.site)})")
             elif isinstance(ev, FetchEvent):
-                lines.append(f"    terra.fetch {ref(ev.value)} : {ev.type.mlir()} loc({locs.ref(ev.site)})")
+                lines.append(f"    terra.fetch {ref(ev.value)} : {self._type_of(ev.value).mlir()} "
+                             f"loc({locs.ref(ev.site)})")
         lines.append("  }")
         return "\n".join(lines)
 

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence, Union
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import mlir_text, relax
+from . import mlir_text, relax, sizes
 from .loops import LoopCounter
 from .sites import BackwardSites, Frame, Site, capture, is_engine_site
 from .placeholder import Placeholder
@@ -81,6 +81,13 @@ def _arg(func: Any, args: tuple, kwargs: dict, name: str, default: Any) -> Any:
 
 
 # Argument kinds that do not change what an op computes in the graph.
+# Sizes that stand for a data-dependent dim when probing an op's shape
+# function (_Recorder._dynamic_dims): unusual sizes no real dim is likely to
+# equal.
+_SENTINEL = 104723
+# Ops whose result sizes come from their operands' values (symbolic sizes
+# prefer these, sizes.py).
+_SIZE_SOURCES = frozenset({"aten.index.Tensor", "aten.nonzero", "aten.masked_select"})
 _IGNORED_ARG_NAMES = frozenset({"pin_memory", "non_blocking"})
 _IGNORED_ARG_TYPES = (torch.device, torch.layout, torch.memory_format)
 
@@ -165,6 +172,18 @@ class _Recorder(TorchDispatchMode):
         # to the graph, but written in place like any value of the step.
         self.host_made: set[tuple] = set()
         self.in_engine = False
+        # Size-list entries learnt to change (sizes.py), from the function.
+        self.dynamic_sizes: dict = {}
+        # size, or (size, dim) -> (value, dim), see _dim_lookup
+        self._dims: dict[Any, tuple[ValueRef, int]] = {}
+        self._source_dims: dict[Any, tuple[ValueRef, int]] = {}
+        # Values with data-dependent sizes (a boolean mask's count) -> their
+        # dynamic dims, recorded as dynamic (see _record).
+        self._taint: dict[ValueRef, frozenset] = {}
+        self._source: Optional[tuple[int, int]] = None  # (count, dim) of a mask index
+        self._real_shapes: dict[ValueRef, tuple] = {}  # of tainted values
+        self._last_call: Any = None
+        self._dims_upto = 0
         # Persistent state at the start of the call.
         self.initial: dict[str, Key] = {}
         self.state_by_key: dict[Key, str] = {}
@@ -378,9 +397,16 @@ class _Recorder(TorchDispatchMode):
             # A boolean mask's count of true elements is the result's size:
             # the host reads the mask (a fetch point in every phase), so the
             # co-executor can shape the result.
-            for m in args[1]:
-                if isinstance(m, torch.Tensor) and m.dtype in (torch.bool, torch.uint8):
-                    self.materialize(m, "shape", lambda v: None, site)
+            masks = [m for m in args[1] if isinstance(m, torch.Tensor) and m.dtype in (torch.bool, torch.uint8)]
+            for m in masks:
+                self.materialize(m, "shape", lambda v: None, site)
+            self._source = None
+            if len(masks) == 1 and all(m is None or m is masks[0] for m in args[1]):
+                # x[..., mask]: the count is the result's dim at the mask's
+                # position (after the dims skipped with None).
+                count = self._true_count(masks[0])
+                if count is not None:
+                    self._source = (count, list(args[1]).index(masks[0]))
         if name == "aten._local_scalar_dense":
             return self.materialize(args[0], "item", lambda v: func(v, *args[1:], **kwargs), site)
         try:
@@ -389,6 +415,8 @@ class _Recorder(TorchDispatchMode):
             self.problem(f"cannot record {name}: {exc}")
             return self._execute(func, name, args, kwargs)
         out = self._execute(func, name, args, kwargs)
+        self._last_call = (func, args, kwargs)
+        self._op_name = name
         try:
             self._record(name, operands, op_args, written, out, site, engine, func)
         except Exception as exc:
@@ -417,6 +445,7 @@ class _Recorder(TorchDispatchMode):
         recipe: list[tuple] = []
         self._last_recipe = recipe
         nargs = len(args)
+        tensors: list[torch.Tensor] = []  # the operands' tensors, for symbolic sizes
         for i, aname, kwarg_only, tensor_arg, writes in op_info(func).args:
             if i < nargs and not kwarg_only:
                 v = args[i]
@@ -427,6 +456,7 @@ class _Recorder(TorchDispatchMode):
             if isinstance(v, torch.Tensor):
                 recipe.append((aname, kwarg_only, "t", None))
                 operands.append(self.value_of(v, site))
+                tensors.append(v)
                 if writes or aname in unmarked:
                     written.append(v)
                     self._check_writable(operands[-1], v)
@@ -438,6 +468,7 @@ class _Recorder(TorchDispatchMode):
                     if not isinstance(x, torch.Tensor):
                         raise TraceProblem(f"argument {aname} mixes tensors and {type(x).__name__}")
                     operands.append(self.value_of(x, site))
+                    tensors.append(x)
                     if writes:
                         written.append(x)
                         self._check_writable(operands[-1], x)
@@ -452,7 +483,138 @@ class _Recorder(TorchDispatchMode):
                 recipe.append((aname, kwarg_only, "v", v))
                 op_args[aname] = _python_value(v)
                 mlir_text.attribute(op_args[aname])  # raises if it cannot be expressed
+        if name in sizes.SIZE_ARGS:
+            self._symbolize_sizes(name, operands, op_args, recipe, tensors, site)
         return operands, op_args, written
+
+    def _symbolize_sizes(self, name: str, operands: list[ValueRef], op_args: dict[str, Any],
+                         recipe: list[tuple], tensors: list[torch.Tensor], site: Site) -> None:
+        """Size arguments recorded with symbolic entries (sizes.py); the host
+        call recipe gets the same form (resolved when it runs). Values an
+        entry refers to that are not operands become trailing operands."""
+        for aname in sizes.DROPPED_ARGS.get(name, ()):
+            op_args.pop(aname, None)
+        where = relax.ENGINE if self.in_engine else site
+        extra: list[ValueRef] = []
+        for aname in sizes.SIZE_ARGS[name]:
+            v = op_args.get(aname)
+            if v is None:
+                continue
+            dynamic = self.dynamic_sizes.get((where, name, aname), ())
+            s = sizes.symbolize(name, v, tensors, dynamic, self._dim_lookup if dynamic else None, extra)
+            if s == v:
+                continue
+            op_args[aname] = s
+            for j, (rname, kwarg_only, kind, _) in enumerate(recipe):
+                if rname == aname and kind == "v":
+                    recipe[j] = (rname, kwarg_only, kind, s)
+        if extra:
+            operands.extend(extra)
+            op_args[sizes.SHAPE_OPERANDS] = len(extra)
+
+    def _true_count(self, mask: torch.Tensor) -> Optional[int]:
+        """The number of true elements of a (materialized) boolean mask: a
+        data-dependent size (counts 0 and 1 stay specialized)."""
+        real = mask._terra_real if isinstance(mask, Placeholder) else mask
+        if real is None or isinstance(real, Placeholder):
+            return None
+        with self.pause():
+            n = int(real.count_nonzero())
+        return n if n > 1 else None
+
+    def _dynamic_dims(self, operands: list[ValueRef], op_args: dict[str, Any],
+                      outs: list[torch.Tensor]) -> list[set]:
+        """Which dims of each result follow the operands' data-dependent
+        dims: the op's shape function is run on meta tensors whose dynamic
+        dims are set to sentinel sizes (and so are the size-argument entries
+        recorded as those dims, sizes.py), and the result dims that come out
+        as sentinels are dynamic."""
+        sentinels: dict[int, int] = {}  # data-dependent size -> its sentinel
+        for r in operands:
+            for d in self._taint.get(r, ()):
+                n = self._real_shapes[r][d]
+                sentinels.setdefault(n, _SENTINEL + 2 * len(sentinels))
+        func, args, kwargs = self._last_call
+
+        def entry(form: Any, v: Any) -> Any:
+            if isinstance(form, sizes.SymDim) and form.operand < len(operands):
+                ref = operands[form.operand]
+                if form.dim in self._taint.get(ref, ()):
+                    return sentinels[self._real_shapes[ref][form.dim]]
+            return v
+
+        def perturb(x: Any, form: Any = None) -> Any:
+            if isinstance(x, torch.Tensor):
+                ref = self.producers.get(self.key(x))
+                dims = self._taint.get(ref, ()) if ref is not None else ()
+                shape = [sentinels[n] if d in dims else n for d, n in enumerate(x.shape)]
+                return torch.empty(shape, dtype=x.dtype, device="meta")
+            if isinstance(form, list) and isinstance(x, (list, tuple)) and len(form) == len(x):
+                return type(x)(entry(f, v) for f, v in zip(form, x))
+            if form is not None:
+                return entry(form, x)
+            if isinstance(x, (list, tuple)):
+                return type(x)(perturb(v) for v in x)
+            return x
+        forms = {a: op_args[a] for a in sizes.SIZE_ARGS.get(self._op_name, ()) if a in op_args}
+        pos, kw = list(args), dict(kwargs)
+        for i, aname, kwarg_only, _, _ in op_info(func).args:
+            if i < len(pos) and not kwarg_only:
+                pos[i] = perturb(pos[i], forms.get(aname))
+            elif aname in kw:
+                kw[aname] = perturb(kw[aname], forms.get(aname))
+        try:
+            with self.pause():
+                meta = func(*pos, **kw)
+            metas = list(_flat_tensors(meta))
+            if len(metas) == len(outs):
+                marks = set(sentinels.values())
+                return [{d for d, n in enumerate(m.shape) if n in marks} for m in metas]
+        except Exception:  # noqa: BLE001 - no meta kernel or a size arg it rejects
+            pass
+        # No shape function to probe: a result shaped exactly like a tainted
+        # operand has its dynamic dims (elementwise ops); others get none (a
+        # static dim that then changes fails a graph guard: a fallback,
+        # never a wrong value; a dim tainted by coincidence would instead
+        # spread dynamic sizes through the graph).
+        shaped = {}
+        for r in operands:
+            if r in self._taint:
+                shaped.setdefault(self._real_shapes[r], set(self._taint[r]))
+        return [set(shaped.get(tuple(t.shape), ())) for t in outs]
+
+    def _dim_lookup(self, v: int, position: int) -> Optional[tuple[ValueRef, int]]:
+        """A value of the trace with a dim of size `v`, and that dim: among
+        fed values and data-dependent results (where changing sizes come
+        from) first, then among all values, the latest with `v` as dim
+        `position` (the entry's own position), else the latest with `v` as
+        any dim. An index of the trace's dims, extended as it is asked."""
+        events = self.trace.events
+        for i in range(self._dims_upto, len(events)):
+            ev = events[i]
+            if isinstance(ev, OpEvent):
+                types = ev.results
+                index = self._source_dims if ev.name in _SIZE_SOURCES else self._dims
+            elif isinstance(ev, FeedEvent):
+                types, index = [ev.type], self._source_dims
+            elif isinstance(ev, StateEvent):
+                types, index = [ev.type], self._dims
+            else:
+                continue
+            for j, ty in enumerate(types):
+                ref = ValueRef(i, j)
+                shape = self._real_shapes.get(ref, ty.shape)  # dynamic dims: this iteration's size
+                for d in reversed(range(len(shape))):  # the lowest dim wins
+                    n = shape[d]
+                    if n > 1:
+                        index[n] = (ref, d)
+                        index[(n, d)] = (ref, d)
+        self._dims_upto = len(events)
+        for index in (self._source_dims, self._dims):
+            hit = index.get((v, position)) or index.get(v)
+            if hit is not None:
+                return hit
+        return None
 
     def _record(self, name: str, operands: list[ValueRef], op_args: dict[str, Any],
                 written: list[torch.Tensor], out: Any, site: Site, engine: bool, func: Any = None) -> None:
@@ -474,6 +636,20 @@ class _Recorder(TorchDispatchMode):
         for t in outs:
             mlir_text.element_type(t.dtype)
         types = [TensorType.of(t) for t in outs]
+        # A data-dependent size is a dynamic dim of every value it flows
+        # into, from the first trace on: a static one would fail the graph's
+        # shape guards at the first new count.
+        dynamic: list = []
+        if name == "aten.index.Tensor" and self._source is not None:
+            count, position = self._source
+            self._source = None
+            dynamic = [{position} if position < len(t.shape) and t.shape[position] == count else set()
+                       for t in outs]
+        elif self._taint and any(r in self._taint for r in operands):
+            dynamic = self._dynamic_dims(operands, op_args, outs)
+        if any(dynamic):
+            types = [TensorType(ty.dtype, tuple(-1 if d in dims else n for d, n in enumerate(ty.shape)))
+                     for ty, dims in zip(types, dynamic)]
         rw = relax.rewrite(self.trace, name, operands, op_args, types, site, self.relaxed, engine,
                            self.speculate)
         synthetic: list[Any] = []
@@ -498,6 +674,9 @@ class _Recorder(TorchDispatchMode):
         for j, t in enumerate(outs):
             self._bind(t, ValueRef(index, j))
             out_keys.add(self.key(t))
+            if j < len(dynamic) and dynamic[j]:
+                self._taint[ValueRef(index, j)] = frozenset(dynamic[j])
+                self._real_shapes[ValueRef(index, j)] = tuple(t.shape)
         for w in written:
             if self.key(w) not in out_keys:
                 self.problem(f"{name} writes an argument in place without returning it "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import statistics
 import warnings
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -125,6 +126,24 @@ def test_boolean_mask_indexing_with_data_dependent_size() -> None:
         return F.cross_entropy(scores[keep], y[keep]) if bool(keep.any()) else scores.sum() * 0
     stats = compare(sgd_program(loss=loss), batches(10), max_fallbacks=2)
     assert stats["coexec_iterations"] >= 4
+
+
+def test_a_mask_count_is_dynamic_only_where_it_flows(tmp_path: Any) -> None:
+    # Three rows selected, three classes: the count is a dynamic dim of the
+    # selected rows and of what follows their shape, not of the classifier's
+    # [3, 16] weight gradient that merely has a dim of the same size.
+    def loss(model, x, y):
+        scores = model(x)
+        keep = torch.arange(len(x)) < 3
+        return F.cross_entropy(scores[keep], y[keep])
+    torch.manual_seed(0)
+    step, _, _ = sgd_program(loss=loss)()
+    fn = terra.function(step, cache_dir=None)
+    for x, y in batches(4):
+        fn(x, y)
+    traces = Path(terra.explain(fn, str(tmp_path))["traces.mlir"]).read_text()
+    assert "tensor<?x3xf32>" in traces  # the selected rows' scores
+    assert "tensor<?x16xf32>" not in traces
 
 
 def test_dropout_and_random_noise_match_eager_bit_for_bit() -> None:
@@ -678,8 +697,8 @@ def test_regeneration_cap_goes_eager_with_a_warning() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
 
     def step(x, y, k):
-        # A new constant every call (an int: only float scalars are relaxed).
-        loss = F.cross_entropy(model(x), y) * (1 + k)
+        # A new op every call (a factory's size is part of the op).
+        loss = F.cross_entropy(model(x), y) + torch.ones(1 + k).sum()
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -232,6 +232,82 @@ def test_t9_dynamic_shapes_do_not_cause_fallbacks() -> None:
     assert all("fallback" not in s for s in stats["steps"][8:]), stats["fallback_log"]
 
 
+class _TinyAttention(nn.Module):
+    """Views that split and merge the batch and sequence dims (`view(b, t,
+    h, -1)`, the linear layers' `[b * t, c]`), as transformers do."""
+
+    def __init__(self, vocab: int = 20, d: int = 16, heads: int = 2) -> None:
+        super().__init__()
+        self.emb, self.qkv = nn.Embedding(vocab, d), nn.Linear(d, 3 * d)
+        self.out, self.heads = nn.Linear(d, vocab), heads
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        b, t = idx.shape
+        x = self.emb(idx)
+        q, k, v = (z.view(b, t, self.heads, -1).transpose(1, 2) for z in self.qkv(x).chunk(3, dim=-1))
+        y = ((q @ k.transpose(-2, -1)).softmax(-1) @ v).transpose(1, 2).reshape(b, t, -1)
+        return self.out(y + x)
+
+
+def test_t9_variable_sequence_length_through_views() -> None:
+    def make() -> tuple:
+        model = _TinyAttention()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+        def step(idx):
+            logits = model(idx[:, :-1])
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), idx[:, 1:].reshape(-1))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    g = torch.Generator().manual_seed(0)
+    lengths = [6, 6, 6, 9, 12, 7, 15, 6, 10, 11, 13, 8]
+    stats = compare(make, [(torch.randint(0, 20, (4, t + 1), generator=g),) for t in lengths],
+                    max_fallbacks=1)
+    # The sizes in the views' arguments are recorded as dims of their
+    # operands (or learnt to change and read from another value): after
+    # the first new length, every length runs in the same graph.
+    assert stats["relaxed_sizes"], stats
+    assert [s["phase"] for s in stats["steps"][-4:]] == ["coexec"] * 4, stats["steps"]
+    assert all("fallback" not in s for s in stats["steps"][-4:]), stats["fallback_log"]
+
+
+@pytest.mark.parametrize("counts", [
+    [3, 3, 3, 3, 5, 2, 7, 3, 4, 6, 9, 5, 8, 2],
+    # One count while tracing, then others: the count is a dynamic dim of
+    # the graph from the start, so no shape guard fails.
+    [4, 4, 4, 4, 4, 4, 6, 9, 3, 7, 5, 8, 2, 6],
+], ids=["changing", "constant-while-tracing"])
+def test_t9_data_dependent_count_through_slices_and_their_backward(counts: list) -> None:
+    def make() -> tuple:
+        model = nn.Linear(6, 8)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, objectness):
+            p = model(x)
+            pos = p[objectness > 0]  # as many rows as positive targets
+            loss = pos[:, 2:].pow(2).mean() + pos[:, :2].abs().sum() + p.mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    g = torch.Generator().manual_seed(0)
+    data = []
+    for count in counts:
+        objectness = torch.zeros(16)
+        objectness[torch.randperm(16, generator=g)[:count]] = 1
+        data.append((torch.randn(16, 6, generator=g), objectness))
+    # The first new count: SumBackward's expand size is learnt to change
+    # (and MeanBackward's element count is fed), one deviation at most.
+    stats = compare(make, data, max_fallbacks=1)
+    assert not any("graph failed" in f["reason"] for f in stats["fallback_log"]), stats["fallback_log"]
+    assert all("fallback" not in s for s in stats["steps"][-5:]), stats["fallback_log"]
+    assert [s["phase"] for s in stats["steps"][-5:]] == ["coexec"] * 5, stats["steps"]
+
+
 def test_t10_exception_half_way_through_an_iteration() -> None:
     class Flaky(Exception):
         pass
