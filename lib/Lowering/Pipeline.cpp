@@ -15,7 +15,6 @@
 #include "terra/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
-#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
@@ -46,6 +45,21 @@ void terra::addBufferizationPasses(OpPassManager &pm) {
   pm.addPass(bufferization::createOneShotBufferizePass(bufOpts));
 }
 
+void terra::addBufferDeallocationPasses(OpPassManager &pm) {
+  memref::ExpandReallocPassOptions realloc;
+  realloc.emitDeallocs = false;
+  pm.addPass(memref::createExpandReallocPass(realloc));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(bufferization::createOwnershipBasedBufferDeallocationPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(bufferization::createBufferDeallocationSimplificationPass());
+  pm.addPass(bufferization::createLowerDeallocationsPass());
+  pm.addPass(createCSEPass());
+  GreedyRewriteConfig bottomUp;
+  bottomUp.setUseTopDownTraversal(false);
+  pm.addPass(createCanonicalizerPass(bottomUp));
+}
+
 void terra::buildCPULoweringPipeline(OpPassManager &pm) {
   // Convolutions go to the runtime's oneDNN-backed entry points, on tensors
   // so that the padded input copies die (before fusion can change them).
@@ -59,8 +73,7 @@ void terra::buildCPULoweringPipeline(OpPassManager &pm) {
   // GEMMs go to the runtime's BLAS-backed entry points.
   pm.addPass(createTerraLibraryCalls());
   pm.addPass(createConvertLinalgToLoopsPass());
-  bufferization::BufferDeallocationPipelineOptions deallocOpts;
-  bufferization::buildBufferDeallocationPipeline(pm, deallocOpts);
+  addBufferDeallocationPasses(pm);
   // Each loop nest in a function of its own: LLVM compiles many small
   // functions much faster than one huge one, and on several threads.
   pm.addPass(createTerraOutlineLoops());

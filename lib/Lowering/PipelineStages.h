@@ -22,6 +22,13 @@ void addFusionPasses(mlir::OpPassManager &pm);
 /// layouts.
 void addBufferizationPasses(mlir::OpPassManager &pm);
 
+/// Upstream's buffer-deallocation pipeline (ownership-based deallocation,
+/// simplification, lowering of the deallocs), except that the final
+/// canonicalization, which cleans up the lowered deallocs, walks bottom-up:
+/// top-down it took 17 of YOLOv3's 20 s of MLIR pipeline on the ~2.7k scf.if
+/// its guarded deallocations make, bottom-up 0.3 s.
+void addBufferDeallocationPasses(mlir::OpPassManager &pm);
+
 } // namespace terra
 
 #endif // TERRA_LIB_LOWERING_PIPELINESTAGES_H

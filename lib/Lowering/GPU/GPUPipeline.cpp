@@ -20,7 +20,6 @@
 #include "terra/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
-#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
@@ -47,8 +46,7 @@ void terra::buildGPULoweringPipeline(OpPassManager &pm,
   libOpts.backend = "cuda";
   pm.addPass(createTerraLibraryCalls(libOpts));
   // Deallocation runs on linalg ops, before any gpu.launch exists.
-  bufferization::BufferDeallocationPipelineOptions deallocOpts;
-  bufferization::buildBufferDeallocationPipeline(pm, deallocOpts);
+  addBufferDeallocationPasses(pm);
 
   TerraLinalgToGPUOptions kernelOpts;
   kernelOpts.blockSize = options.blockSize;
