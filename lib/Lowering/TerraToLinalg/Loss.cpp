@@ -50,8 +50,10 @@ std::optional<int64_t> reductionArg(DLOp op) {
   return r;
 }
 
-/// Whether `a` and `b` have the same shape (equal where both static, no
-/// static 1 against another size that could mean broadcasting).
+/// Whether `a` and `b` may have the same shape: equal where both static; a
+/// dynamic size against a static one other than 1 (a dynamic batch against
+/// a target of fixed size) is checked at run time, while a static 1 against
+/// a dynamic size could mean broadcasting and is rejected.
 bool sameShape(RankedTensorType a, RankedTensorType b) {
   if (a.getRank() != b.getRank())
     return false;
@@ -59,6 +61,11 @@ bool sameShape(RankedTensorType a, RankedTensorType b) {
     int64_t x = a.getDimSize(d), y = b.getDimSize(d);
     if (ShapedType::isDynamic(x) && ShapedType::isDynamic(y))
       continue;
+    if (ShapedType::isDynamic(x) || ShapedType::isDynamic(y)) {
+      if (x == 1 || y == 1)
+        return false;
+      continue;
+    }
     if (x != y)
       return false;
   }
@@ -104,12 +111,16 @@ LogicalResult lowerPointwiseLoss(DLOp op, ValueRange o, PatternRewriter &rw,
     return failure();
   guardSameShape(rw, loc, o[0], o[1],
                  (what + ": self and target differ").str());
+  // One type for both (guarded above), as the generic's identity maps want.
+  Value target = o[1];
+  if (tensorType(target) != st)
+    target = tensor::CastOp::create(rw, loc, st, target);
   int64_t rank = st.getRank();
   SmallVector<bool> all(rank, true);
   AffineMap id = rw.getMultiDimIdentityMap(rank);
   RankedTensorType scalarT = RankedTensorType::get({}, et);
   Value r = buildGeneric(
-      rw, loc, o[0], all, false, {o[0], o[1]}, {id, id}, {scalarT},
+      rw, loc, o[0], all, false, {o[0], target}, {id, id}, {scalarT},
       scalarConstant(rw, loc, et, 0.0),
       [&](OpBuilder &b, Location l, ValueRange ins, ValueRange acc) {
         return SmallVector<Value>{

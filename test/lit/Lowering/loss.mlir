@@ -163,3 +163,31 @@ terra.graph @bce_with_logits {
   terra.fetch 0 %r : tensor<f32>
   terra.fetch 1 %s : tensor<f32>
 }
+
+// -----
+
+// A dynamic batch against a target of fixed size (DCGAN's `ones(b, 1)`
+// labels with dynamic_batch): lowered, with a run-time guard; a static 1
+// against a dynamic size could be broadcasting and stays for the host.
+// CHECK-LABEL: terra.graph @bce_with_logits_dynamic_batch_static_target
+// CHECK:         cf.assert {{.*}} "binary_cross_entropy_with_logits: self and target differ"
+// CHECK:         tensor.cast %{{.*}} : tensor<16x1xf32> to tensor<?x1xf32>
+// CHECK:         linalg.generic
+// CHECK-NOT:     terra.op
+terra.graph @bce_with_logits_dynamic_batch_static_target {
+  %x = terra.feed 1 : tensor<?x1xf32>
+  %t = terra.feed 2 : tensor<16x1xf32>
+  %r = terra.op "aten.binary_cross_entropy_with_logits"(%x, %t) args {pos_weight = unit, reduction = 1 : i64, weight = unit} : (tensor<?x1xf32>, tensor<16x1xf32>) -> tensor<f32>
+  terra.fetch 0 %r : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: terra.graph @mse_loss_unit_against_dynamic_stays
+// CHECK:         terra.op "aten.mse_loss"
+terra.graph @mse_loss_unit_against_dynamic_stays {
+  %x = terra.feed 1 : tensor<?x4xf32>
+  %t = terra.feed 2 : tensor<1x4xf32>
+  %r = terra.op "aten.mse_loss"(%x, %t) args {reduction = 1 : i64} : (tensor<?x4xf32>, tensor<1x4xf32>) -> tensor<f32>
+  terra.fetch 0 %r : tensor<f32>
+}
