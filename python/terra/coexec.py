@@ -215,6 +215,7 @@ class CoExecutor(_Recorder):
     def __init__(self, compiled: Any, registry: Any, call_args: tuple, call_kwargs: dict,
                  stop: Any, serialized: bool = False):
         super().__init__(registry, call_args, call_kwargs, stop)
+        self.track_dynamic_dims = False  # the graph's types came from the traces
         self.compiled = compiled
         self.cursor = compiled.cursor
         self.cursor.reset()

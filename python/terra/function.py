@@ -24,6 +24,12 @@ One call is one iteration. The phases (spec section 1):
    `max_regenerations` regenerations the function runs eagerly for good,
    with a warning saying why.
 
+Shapes: a dim that changes is relaxed to a dynamic one after one deviation
+(the graph stays shape-specialized until then). With `dynamic_batch=True`,
+the leading dim of every fed tensor (a batch) and every dim that follows it
+are dynamic from the first trace, so a smaller last batch costs no
+deviation, at some cost in graph speed (docs/frontend.md).
+
 Persistent state is found without code changes: modules and optimizers
 the function refers to (globals, closure cells, `self` of a method, and
 attributes of objects it refers to) unless given explicitly.
@@ -119,6 +125,7 @@ class TerraFunction:
 
     def __init__(self, fn: Callable[..., Any], *, device: str = "cpu", max_regenerations: int = 8,
                  serialized: bool = False, min_traces: int = 2, max_traces: int = 16,
+                 dynamic_batch: bool = False,
                  modules: Optional[Sequence[torch.nn.Module]] = None,
                  optimizers: Optional[Sequence[torch.optim.Optimizer]] = None,
                  cache_dir: Optional[str] = None, max_duplication: int = 64,
@@ -131,6 +138,7 @@ class TerraFunction:
         self.serialized = serialized
         self.max_regenerations = max_regenerations
         self.min_traces = max(2, min_traces)
+        self.dynamic_batch = dynamic_batch
         self.max_traces = max_traces
         self.max_duplication = max_duplication
         if compile_in_background is None:
@@ -203,6 +211,7 @@ class TerraFunction:
         recorder = tracing._Recorder(self.registry, args, kwargs, sys._getframe())
         recorder.relaxed = self.relaxed
         recorder.dynamic_sizes = self.dynamic_sizes
+        recorder.dynamic_batch = self.dynamic_batch
         recorder.speculate = True
         try:
             result = _run_step(recorder, self.fn, args, kwargs)

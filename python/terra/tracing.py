@@ -177,6 +177,12 @@ class _Recorder(TorchDispatchMode):
         # size, or (size, dim) -> (value, dim), see _dim_lookup
         self._dims: dict[Any, tuple[ValueRef, int]] = {}
         self._source_dims: dict[Any, tuple[ValueRef, int]] = {}
+        # Whether fed tensors' leading dims are dynamic (the function's
+        # `dynamic_batch`); both kinds of dynamic dims are traced, not
+        # co-executed (the graph's types come from the traces; a co-executed
+        # trace is merged only after a deviation, relaxing to them).
+        self.dynamic_batch = False
+        self.track_dynamic_dims = True
         # Values with data-dependent sizes (a boolean mask's count) -> their
         # dynamic dims, recorded as dynamic (see _record).
         self._taint: dict[ValueRef, frozenset] = {}
@@ -311,7 +317,15 @@ class _Recorder(TorchDispatchMode):
             else:
                 with self.pause():
                     source = ConstSource(t.detach().clone())
+            if self.dynamic_batch and len(ttype.shape) > 0 and ttype.shape[0] > 1:
+                # The leading dim of a fed tensor (a batch) is dynamic from
+                # the first trace, so a new batch size is no deviation; the
+                # dims that follow it are found like data-dependent ones.
+                ttype = TensorType(ttype.dtype, (-1,) + ttype.shape[1:])
             ref = ValueRef(self._append(FeedEvent(ttype, site, source)))
+            if ttype.shape and ttype.shape[0] == -1:
+                self._taint[ref] = frozenset({0})
+                self._real_shapes[ref] = tuple(t.shape)
         self._bind(t, ref)
         return ref
 
@@ -401,7 +415,8 @@ class _Recorder(TorchDispatchMode):
             for m in masks:
                 self.materialize(m, "shape", lambda v: None, site)
             self._source = None
-            if len(masks) == 1 and all(m is None or m is masks[0] for m in args[1]):
+            if (self.track_dynamic_dims and len(masks) == 1
+                    and all(m is None or m is masks[0] for m in args[1])):
                 # x[..., mask]: the count is the result's dim at the mask's
                 # position (after the dims skipped with None).
                 count = self._true_count(masks[0])
