@@ -375,3 +375,10 @@ def test_index_put_with_a_boolean_mask(accumulate, mask_dims):
     s = torch.tensor(2.5)
     expected = torch.ops.aten.index_put(x, [mask], s, accumulate)
     check_expected("aten.index_put", [x, mask, s], {"accumulate": accumulate}, expected)
+
+
+@pytest.mark.parametrize("pad", [[1, 0], [0, 2, 1, 1], [1, 2, 0, 0, 3, 1], [-1, 0], [1, -2, -1, 2]])
+def test_constant_pad_nd(pad):
+    x = torch.randn(2, 3, 4)
+    check_op("aten.constant_pad_nd", [x], {"pad": pad, "value": 0.5}, **EXACT)
+    check_op("aten.constant_pad_nd", [x], {"pad": pad}, **EXACT)

@@ -167,3 +167,9 @@ def test_abs_and_sign_with_zeros_and_nan(name):
     got = run_op(name, [x], {}, [expected], ())[0]
     np.testing.assert_array_equal(got, expected.numpy(), err_msg=name)
     check_op(name, [torch.tensor([-3, 0, 7], dtype=torch.int64)])
+
+
+@pytest.mark.parametrize("name", ["aten.triu", "aten.tril"])
+@pytest.mark.parametrize("diagonal", [0, 1, -2])
+def test_triangles(name, diagonal):
+    check_op(name, [rand(2, 5, 7)], {"diagonal": diagonal})

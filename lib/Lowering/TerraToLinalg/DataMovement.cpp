@@ -621,6 +621,59 @@ std::pair<OpFoldResult, OpFoldResult> sliceBounds(OpBuilder &b, Location loc,
   return {s, len};
 }
 
+/// constant_pad_nd(self, pad, value): `pad` holds (before, after) amounts
+/// for the last dim, then the one before it, ...; negative amounts crop
+/// (tensor.extract_slice, as the backward of a padding does), positive ones
+/// pad with `value` (tensor.pad).
+LogicalResult lowerConstantPadNd(DLOp op, ValueRange o, PatternRewriter &rw) {
+  std::optional<SmallVector<int64_t>> pad = getIntListArg(op, "pad");
+  if (o.size() != 1 || op.getNumResults() != 1 || !pad || pad->size() % 2)
+    return failure();
+  Value x = o[0];
+  RankedTensorType t = tensorType(x);
+  int64_t n = pad->size() / 2, rank = t.getRank();
+  if (n > rank)
+    return failure();
+  SmallVector<int64_t> low(n), high(n); // the trailing n dims, in order
+  for (int64_t k = 0; k < n; ++k) {
+    low[n - 1 - k] = (*pad)[2 * k];
+    high[n - 1 - k] = (*pad)[2 * k + 1];
+  }
+  Location loc = op.getLoc();
+  if (llvm::any_of(*pad, [](int64_t v) { return v < 0; })) {
+    SmallVector<OpFoldResult> offsets(rank, rw.getIndexAttr(0));
+    SmallVector<OpFoldResult> sizes = getSizes(rw, loc, x);
+    SmallVector<OpFoldResult> strides(rank, rw.getIndexAttr(1));
+    SmallVector<int64_t> shape(t.getShape());
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t d = rank - n + k;
+      int64_t cut =
+          std::max<int64_t>(0, -low[k]) + std::max<int64_t>(0, -high[k]);
+      if (!t.isDynamicDim(d) && cut > t.getDimSize(d))
+        return failure(); // aten raises
+      offsets[d] = rw.getIndexAttr(std::max<int64_t>(0, -low[k]));
+      if (!t.isDynamicDim(d)) {
+        shape[d] = t.getDimSize(d) - cut;
+        sizes[d] = rw.getIndexAttr(shape[d]);
+      } else if (cut) {
+        sizes[d] = Value(
+            arith::SubIOp::create(rw, loc, tensor::DimOp::create(rw, loc, x, d),
+                                  cstIndex(rw, loc, cut)));
+      }
+      low[k] = std::max<int64_t>(0, low[k]);
+      high[k] = std::max<int64_t>(0, high[k]);
+    }
+    x = tensor::ExtractSliceOp::create(rw, loc, t.clone(shape), x, offsets,
+                                       sizes, strides);
+  }
+  Type et = t.getElementType();
+  Value fill =
+      scalarConstant(rw, loc, et, getFloatArg(op, "value").value_or(0));
+  Value r = padTrailing(rw, loc, x, low, high, fill);
+  rw.replaceOp(op, castTo(rw, loc, r, resultType(op)));
+  return success();
+}
+
 LogicalResult lowerSlice(DLOp op, ValueRange o, PatternRewriter &rw) {
   if (o.size() != 1)
     return failure();
@@ -1685,6 +1738,7 @@ void terra::populateDataMovementLowerings(LoweringRegistry &r) {
   r.add("aten.t", rollBackOnFailure<lowerT>);
   r.add("aten.expand", rollBackOnFailure<lowerExpand>);
   r.add("aten.slice.Tensor", rollBackOnFailure<lowerSlice>);
+  r.add("aten.constant_pad_nd", rollBackOnFailure<lowerConstantPadNd>);
   r.add("aten.select.int", rollBackOnFailure<lowerSelect>);
   r.add("aten.unbind.int", rollBackOnFailure<lowerUnbind>);
   for (StringRef n : {"aten.split.Tensor", "aten.split_with_sizes"})

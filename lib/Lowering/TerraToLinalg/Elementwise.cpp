@@ -281,6 +281,27 @@ void addUnaryMath(LoweringRegistry &r, StringRef name) {
   r.add(name, lower);
   r.add((name + "_").str(), lower);
 }
+
+/// triu/tril(x, diagonal): x where col - row >= diagonal (triu) or
+/// <= diagonal (tril) over the last two dims, else 0.
+template <bool Upper>
+LogicalResult lowerTriangle(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 1 || cast<RankedTensorType>(o[0].getType()).getRank() < 2)
+    return failure();
+  int64_t rank = cast<RankedTensorType>(o[0].getType()).getRank();
+  int64_t diagonal = getIntArg(op, "diagonal").value_or(0);
+  return lowerElementwise(
+      op, o, rw, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+        Value i = linalg::IndexOp::create(b, l, rank - 2);
+        Value j = linalg::IndexOp::create(b, l, rank - 1);
+        Value off = arith::SubIOp::create(b, l, j, i);
+        Value keep = arith::CmpIOp::create(
+            b, l, Upper ? arith::CmpIPredicate::sge : arith::CmpIPredicate::sle,
+            off, arith::ConstantIndexOp::create(b, l, diagonal));
+        return arith::SelectOp::create(b, l, keep, a[0], cst(b, l, a[0], 0.0));
+      });
+}
+
 } // namespace
 
 void terra::populateElementwiseLowerings(LoweringRegistry &r) {
@@ -393,6 +414,8 @@ void terra::populateElementwiseLowerings(LoweringRegistry &r) {
         return arith::MaximumFOp::create(b, l, x, cst(b, l, x, 0.0));
       });
     });
+  r.add("aten.triu", lowerTriangle<true>);
+  r.add("aten.tril", lowerTriangle<false>);
   r.add("aten.gelu", [](DLOp op, ValueRange o, PatternRewriter &rw) {
     bool tanhApprox = false;
     if (auto s = dyn_cast_or_null<StringAttr>(

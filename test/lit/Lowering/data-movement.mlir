@@ -386,3 +386,21 @@ terra.graph @slice_symbolic_end {
   %r = terra.op "aten.slice.Tensor"(%m, %i) args {dim = 0 : i64, start = 0 : i64, end = #terra.dim<1, 1>, terra.shape_operands = 1} : (tensor<64x64xf32>, tensor<4x?xi64>) -> tensor<?x64xf32>
   terra.fetch 0 %r : tensor<?x64xf32>
 }
+
+// -----
+
+// constant_pad_nd: (before, after) pairs from the last dim backwards; a
+// negative amount crops (the backward of a padding).
+// CHECK-LABEL: terra.graph @constant_pad_nd
+// CHECK:         %[[V:.*]] = arith.constant 5.000000e-01 : f32
+// CHECK:         tensor.pad %{{.*}} low[0, 2, 1] high[0, 0, 3]
+// CHECK:           tensor.yield %[[V]]
+// CHECK:         tensor.extract_slice %{{.*}}[0, 0, 1] [2, 3, 3] [1, 1, 1] : tensor<2x3x4xf32> to tensor<2x3x3xf32>
+// CHECK-NOT:     terra.op
+terra.graph @constant_pad_nd {
+  %x = terra.feed 1 : tensor<2x3x4xf32>
+  %r = terra.op "aten.constant_pad_nd"(%x) args {pad = [1, 3, 2, 0], value = 5.000000e-01 : f64} : (tensor<2x3x4xf32>) -> tensor<2x5x8xf32>
+  %c = terra.op "aten.constant_pad_nd"(%x) args {pad = [-1, 0]} : (tensor<2x3x4xf32>) -> tensor<2x3x3xf32>
+  terra.fetch 0 %r : tensor<2x5x8xf32>
+  terra.fetch 1 %c : tensor<2x3x3xf32>
+}

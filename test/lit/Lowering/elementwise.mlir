@@ -93,3 +93,19 @@ terra.graph @rsub_scalar {
   %r = terra.op "aten.rsub.Scalar"(%a) args {other = 1.0 : f64, alpha = 2 : i64} : (tensor<4xf32>) -> tensor<4xf32>
   terra.fetch 0 %r : tensor<4xf32>
 }
+
+// -----
+
+// triu(x, 1): keep where col - row >= 1 over the last two dims.
+// CHECK-LABEL: terra.graph @triu
+// CHECK:         linalg.generic
+// CHECK:           %[[I:.*]] = linalg.index 1 : index
+// CHECK:           %[[J:.*]] = linalg.index 2 : index
+// CHECK:           %[[D:.*]] = arith.subi %[[J]], %[[I]]
+// CHECK:           arith.cmpi sge, %[[D]], %c1
+// CHECK:           arith.select
+terra.graph @triu {
+  %x = terra.feed 1 : tensor<2x4x4xf32>
+  %r = terra.op "aten.triu"(%x) args {diagonal = 1 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  terra.fetch 0 %r : tensor<2x4x4xf32>
+}
