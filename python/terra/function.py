@@ -156,7 +156,9 @@ class TerraFunction:
         self.traces: list[Trace] = []
         # Scalar arguments fed instead of fixed (relax.py).
         self.relaxed: set = set()
-        self.dynamic_sizes: dict = {}  # sizes.DynamicSizes
+        # (site, or relax.ENGINE for backward ops, op name, arg) -> indices of
+        # the size-list entries learnt to change between iterations (sizes.py)
+        self.dynamic_sizes: dict = {}
         # Program loops (loops.py): trip counts seen per loop, the loops
         # that are graph loops (their trip count varied), and loops that
         # stay unrolled because graph loops could not express them.

@@ -77,10 +77,6 @@ DROPPED_ARGS: dict[str, frozenset] = {"aten._reshape_alias": frozenset({"stride"
 # ignore them otherwise.
 SHAPE_OPERANDS = "terra.shape_operands"
 
-# (site, or relax.ENGINE for backward ops, op name, arg) -> indices of the
-# entries learnt to change between iterations.
-DynamicSizes = dict
-
 
 def _find(v: int, i: int, n: int, shapes: Sequence[Sequence[int]], aligned: bool, anywhere: bool) -> Any:
     """The operand dim equal to `v` for entry `i` of an `n`-entry list: the
@@ -123,7 +119,8 @@ def symbolize(name: str, value: Any, tensors: Sequence[torch.Tensor], dynamic: I
     aligned = name == "aten.expand"
     out: list = []
     dynamic = set(dynamic)
-    if name in _RESHAPES and shapes:
+    reshape = name in _RESHAPES and bool(shapes)
+    if reshape:
         # A reshape keeps a prefix and a suffix of its operand's dims: those
         # entries are the operand's dims (matched as runs, so that a size
         # equal to another dim by coincidence does not move them).
@@ -137,7 +134,7 @@ def symbolize(name: str, value: Any, tensors: Sequence[torch.Tensor], dynamic: I
         kept = {i: SymDim(0, i) for i in range(k)}
         kept.update({n - 1 - j: SymDim(0, len(src) - 1 - j) for j in range(m)})
     for i, v in enumerate(value):
-        if name in _RESHAPES and shapes:
+        if reshape:
             sym = kept.get(i) or (_find(v, i, n, shapes, False, True) if i in dynamic and v >= 1 else None)
             out.append(v if sym is None else sym)
             continue
@@ -168,7 +165,7 @@ def symbolize(name: str, value: Any, tensors: Sequence[torch.Tensor], dynamic: I
 def changed_sizes(before: Any, after: Any) -> set:
     """(site, op name, arg, entry) of the size-list entries that differ
     between two traces at the same op occurrence."""
-    from . import relax  # relax imports this module's users
+    from . import relax  # not at the top: relax -> trace -> mlir_text -> sizes
     a, b = relax.ops_by_occurrence(before), relax.ops_by_occurrence(after)
     found = set()
     for k, ev in b.items():

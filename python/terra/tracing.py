@@ -80,7 +80,6 @@ def _arg(func: Any, args: tuple, kwargs: dict, name: str, default: Any) -> Any:
     return default
 
 
-# Argument kinds that do not change what an op computes in the graph.
 # Sizes that stand for a data-dependent dim when probing an op's shape
 # function (_Recorder._dynamic_dims): unusual sizes no real dim is likely to
 # equal.
@@ -88,6 +87,7 @@ _SENTINEL = 104723
 # Ops whose result sizes come from their operands' values (symbolic sizes
 # prefer these, sizes.py).
 _SIZE_SOURCES = frozenset({"aten.index.Tensor", "aten.nonzero", "aten.masked_select"})
+# Argument kinds that do not change what an op computes in the graph.
 _IGNORED_ARG_NAMES = frozenset({"pin_memory", "non_blocking"})
 _IGNORED_ARG_TYPES = (torch.device, torch.layout, torch.memory_format)
 
@@ -431,7 +431,6 @@ class _Recorder(TorchDispatchMode):
             return self._execute(func, name, args, kwargs)
         out = self._execute(func, name, args, kwargs)
         self._last_call = (func, args, kwargs)
-        self._op_name = name
         try:
             self._record(name, operands, op_args, written, out, site, engine, func)
         except Exception as exc:
@@ -537,7 +536,7 @@ class _Recorder(TorchDispatchMode):
             n = int(real.count_nonzero())
         return n if n > 1 else None
 
-    def _dynamic_dims(self, operands: list[ValueRef], op_args: dict[str, Any],
+    def _dynamic_dims(self, name: str, operands: list[ValueRef], op_args: dict[str, Any],
                       outs: list[torch.Tensor]) -> list[set]:
         """Which dims of each result follow the operands' data-dependent
         dims: the op's shape function is run on meta tensors whose dynamic
@@ -571,7 +570,7 @@ class _Recorder(TorchDispatchMode):
             if isinstance(x, (list, tuple)):
                 return type(x)(perturb(v) for v in x)
             return x
-        forms = {a: op_args[a] for a in sizes.SIZE_ARGS.get(self._op_name, ()) if a in op_args}
+        forms = {a: op_args[a] for a in sizes.SIZE_ARGS.get(name, ()) if a in op_args}
         pos, kw = list(args), dict(kwargs)
         for i, aname, kwarg_only, _, _ in op_info(func).args:
             if i < len(pos) and not kwarg_only:
@@ -661,7 +660,7 @@ class _Recorder(TorchDispatchMode):
             dynamic = [{position} if position < len(t.shape) and t.shape[position] == count else set()
                        for t in outs]
         elif self._taint and any(r in self._taint for r in operands):
-            dynamic = self._dynamic_dims(operands, op_args, outs)
+            dynamic = self._dynamic_dims(name, operands, op_args, outs)
         if any(dynamic):
             types = [TensorType(ty.dtype, tuple(-1 if d in dims else n for d, n in enumerate(ty.shape)))
                      for ty, dims in zip(types, dynamic)]

@@ -288,19 +288,11 @@ def test_t9_variable_sequence_length_through_views() -> None:
     [4, 4, 4, 4, 4, 4, 6, 9, 3, 7, 5, 8, 2, 6],
 ], ids=["changing", "constant-while-tracing"])
 def test_t9_data_dependent_count_through_slices_and_their_backward(counts: list) -> None:
-    def make() -> tuple:
-        model = nn.Linear(6, 8)
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-
-        def step(x, objectness):
-            p = model(x)
-            pos = p[objectness > 0]  # as many rows as positive targets
-            loss = pos[:, 2:].pow(2).mean() + pos[:, :2].abs().sum() + p.mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-        return step, model, opt
+    def loss(model, x, objectness):
+        p = model(x)
+        pos = p[objectness > 0]  # as many rows as positive targets
+        return pos[:, 2:].pow(2).mean() + pos[:, :2].abs().sum() + p.mean()
+    make = sgd_program(loss=loss, model_fn=lambda: nn.Linear(6, 8))
     g = torch.Generator().manual_seed(0)
     data = []
     for count in counts:

@@ -94,7 +94,7 @@ LogicalResult DLOp::verify() {
   if (dot == StringRef::npos || dot == 0 || dot + 1 == name.size())
     return emitOpError("op name '")
            << name << "' must be qualified by its framework, e.g. 'aten.add'";
-  if (DictionaryAttr args = getArgsAttr())
+  if (DictionaryAttr args = getArgsAttr()) {
     if (Attribute n = args.get("terra.shape_operands")) {
       auto count = dyn_cast<IntegerAttr>(n);
       if (!count || count.getInt() < 0 ||
@@ -103,8 +103,7 @@ LogicalResult DLOp::verify() {
                            "most the op's ")
                << getInputs().size() << " operands";
     }
-  // Symbolic sizes must name a dim of an operand of this op.
-  if (DictionaryAttr args = getArgsAttr()) {
+    // Symbolic sizes must name a dim of an operand of this op.
     for (NamedAttribute arg : args) {
       auto list = dyn_cast<ArrayAttr>(arg.getValue());
       Attribute single = arg.getValue();

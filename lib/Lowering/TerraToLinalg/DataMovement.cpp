@@ -268,7 +268,7 @@ Value emitShapeTensorReshape(OpBuilder &b, Location loc, DLOp op, Value src,
   // Check before building anything: at most one size is inferred.
   int64_t inferred = -1;
   for (int64_t k = 0; k < dstT.getRank(); ++k) {
-    if (!dstT.isDynamicDim(k) || (*arg)[k].isSymbolic() || (*arg)[k].value >= 0)
+    if (!dstT.isDynamicDim(k) || (*arg)[k].hasSize())
       continue;
     if (inferred >= 0)
       return nullptr;
@@ -526,8 +526,7 @@ LogicalResult lowerExpand(DLOp op, ValueRange o, PatternRewriter &rw) {
   // A broadcast dim of dynamic extent needs its size from the arg.
   for (int64_t d = 0; d < r; ++d) {
     int64_t id = d - (r - k);
-    if (id < 0 && isDyn(rt.getDimSize(d)) &&
-        (!size || (!(*size)[d].isSymbolic() && (*size)[d].value < 0)))
+    if (id < 0 && isDyn(rt.getDimSize(d)) && (!size || !(*size)[d].hasSize()))
       return failure();
   }
   SmallVector<AffineExpr> exprs;
@@ -539,7 +538,7 @@ LogicalResult lowerExpand(DLOp op, ValueRange o, PatternRewriter &rw) {
       if (id >= 0)
         exprs.push_back(getAffineConstantExpr(0, ctx));
       if (isDyn(out)) {
-        if (size && ((*size)[d].isSymbolic() || (*size)[d].value >= 0))
+        if (size && (*size)[d].hasSize())
           dyn.push_back(sizeValue(rw, loc, (*size)[d], op));
         else
           dyn.push_back(cstIndex(rw, loc, 1));
@@ -844,7 +843,7 @@ Value zerosForBackward(OpBuilder &b, Location loc, DLOp op, Value like,
       getSizeListArg(op, "input_sizes");
   if (dim >= 0 && dim < rt.getRank() && rt.isDynamicDim(dim) &&
       (!inSizes || int64_t(inSizes->size()) != rt.getRank() ||
-       (!(*inSizes)[dim].isSymbolic() && (*inSizes)[dim].value < 0)))
+       !(*inSizes)[dim].hasSize()))
     return nullptr;
   SmallVector<Value> dyn;
   for (int64_t d = 0; d < rt.getRank(); ++d) {

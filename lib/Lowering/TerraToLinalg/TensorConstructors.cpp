@@ -34,7 +34,7 @@ bool dynamicSizes(OpBuilder &b, Location loc, DLOp op, Value like,
   if (!size || int64_t(size->size()) != rt.getRank())
     return false;
   for (int64_t d = 0; d < rt.getRank(); ++d)
-    if (rt.isDynamicDim(d) && !(*size)[d].isSymbolic() && (*size)[d].value < 0)
+    if (rt.isDynamicDim(d) && !(*size)[d].hasSize())
       return false;
   // A symbolic size is a dim of an operand (new_zeros(x, [x.size(0), 4])).
   for (int64_t d = 0; d < rt.getRank(); ++d)

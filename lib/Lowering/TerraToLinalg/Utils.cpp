@@ -40,20 +40,21 @@ std::optional<bool> getBoolArg(DLOp op, StringRef name) {
 }
 
 std::optional<SmallVector<int64_t>> getIntListArg(DLOp op, StringRef name) {
-  Attribute a = getArg(op, name);
-  if (auto i = dyn_cast_or_null<IntegerAttr>(a))
-    return SmallVector<int64_t>{i.getInt()};
-  auto arr = dyn_cast_or_null<ArrayAttr>(a);
-  if (!arr)
+  std::optional<SmallVector<SizeArg>> sizes = getSizeListArg(op, name);
+  if (!sizes ||
+      llvm::any_of(*sizes, [](const SizeArg &e) { return e.isSymbolic(); }))
     return std::nullopt;
-  SmallVector<int64_t> out;
-  for (Attribute e : arr) {
-    auto i = dyn_cast<IntegerAttr>(e);
-    if (!i)
-      return std::nullopt;
-    out.push_back(i.getInt());
-  }
-  return out;
+  return llvm::map_to_vector(*sizes, [](const SizeArg &e) { return e.value; });
+}
+
+/// One size entry: an int, or a #terra.dim naming one of `op`'s operands.
+static std::optional<SizeArg> sizeEntry(Attribute a, DLOp op) {
+  if (auto i = dyn_cast_or_null<IntegerAttr>(a))
+    return SizeArg{i.getInt()};
+  if (auto d = dyn_cast_or_null<DimAttr>(a))
+    if (d.getOperand() < op.getInputs().size())
+      return SizeArg{0, int64_t(d.getOperand()), d.getDim()};
+  return std::nullopt;
 }
 
 std::optional<SmallVector<SizeArg>> getSizeListArg(DLOp op, StringRef name) {
@@ -65,26 +66,16 @@ std::optional<SmallVector<SizeArg>> getSizeListArg(DLOp op, StringRef name) {
     return std::nullopt;
   SmallVector<SizeArg> out;
   for (Attribute e : arr) {
-    if (auto i = dyn_cast<IntegerAttr>(e)) {
-      out.push_back(SizeArg{i.getInt()});
-      continue;
-    }
-    auto d = dyn_cast<DimAttr>(e);
-    if (!d || d.getOperand() >= op.getInputs().size())
+    std::optional<SizeArg> entry = sizeEntry(e, op);
+    if (!entry)
       return std::nullopt;
-    out.push_back(SizeArg{0, int64_t(d.getOperand()), d.getDim()});
+    out.push_back(*entry);
   }
   return out;
 }
 
 std::optional<SizeArg> getSizeArg(DLOp op, StringRef name) {
-  Attribute a = getArg(op, name);
-  if (auto i = dyn_cast_or_null<IntegerAttr>(a))
-    return SizeArg{i.getInt()};
-  if (auto d = dyn_cast_or_null<DimAttr>(a))
-    if (d.getOperand() < op.getInputs().size())
-      return SizeArg{0, int64_t(d.getOperand()), d.getDim()};
-  return std::nullopt;
+  return sizeEntry(getArg(op, name), op);
 }
 
 int64_t staticSize(const SizeArg &s, DLOp op) {

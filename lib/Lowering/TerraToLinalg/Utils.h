@@ -36,7 +36,8 @@ using mlir::ValueRange;
 std::optional<int64_t> getIntArg(DLOp op, llvm::StringRef name);
 std::optional<double> getFloatArg(DLOp op, llvm::StringRef name);
 std::optional<bool> getBoolArg(DLOp op, llvm::StringRef name);
-/// An int list arg; a single int is a one-element list.
+/// An int list arg; a single int is a one-element list. nullopt when absent
+/// or when an entry is symbolic (see getSizeListArg).
 std::optional<llvm::SmallVector<int64_t>> getIntListArg(DLOp op,
                                                         llvm::StringRef name);
 /// One entry of a size-list arg: a number, or dim `dim` of tensor operand
@@ -47,6 +48,9 @@ struct SizeArg {
   int64_t operand = -1; ///< -1: the entry is `value`
   unsigned dim = 0;
   bool isSymbolic() const { return operand >= 0; }
+  /// Whether the entry gives a size (a symbolic one or a number >= 0), not
+  /// -1 (inferred by a reshape, kept by expand).
+  bool hasSize() const { return isSymbolic() || value >= 0; }
 };
 /// A size-list arg whose entries may be symbolic; a single int is a
 /// one-element list. nullopt when absent or malformed.
