@@ -102,9 +102,13 @@ public:
     return it == counts.end() ? 0 : it->second;
   }
 
+  /// Forgets the step's frames. Activations restart from 1, so two steps
+  /// making the same calls number them alike (a co-executor catching up
+  /// on a tape uses the numbers of the step the tape was made from).
   void clear() {
     activations.clear();
     counts.clear();
+    issued = 0;
   }
 
 private:

@@ -25,17 +25,22 @@ fetched, and only then written into the user's tensors, all at once.
 """
 from __future__ import annotations
 
+import os
+import sys
+import threading
 from typing import Any, Optional
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+from torch.utils._python_dispatch import _get_current_dispatch_mode, _pop_mode, _push_mode
 
 from . import mlir_text, relax
 from .placeholder import Placeholder, Token, real
 from .loops import restrict, transitions
-from .sites import Site, user_line
+from .sites import Site, is_engine_site, user_line
+from .tape import End, Entry, Tape, Untapeable, flat_inputs, matches, memory_key, relax_spec, relaxed_value, spec_of
 from .trace import FeedEvent, OpEvent, StateEvent, ValueRef, moves_loops
-from .tracing import ALIAS_OPS, _flat_tensors_deep, _Recorder, op_info
+from .tracing import _OP_INFO, ALIAS_OPS, _flat_tensors_deep, _Recorder, _tensors_in, op_info
 
 
 class Deviation(Exception):
@@ -245,6 +250,36 @@ class CoExecutor(_Recorder):
         self.run = compiled.graph.new_run(states, compiled.host_executor)
         if not serialized:
             self.run.start()
+        # Tapes (tape.py). Identities of this iteration's tensors: id ->
+        # ("state", name), ("arg", path) or (interaction, result index).
+        self.idents: dict[int, tuple] = {}
+        for name, t in now.items():
+            self.idents.setdefault(id(t), ("state", name))
+        for path, t in _tensors_in((call_args, call_kwargs), ()):
+            self.idents.setdefault(id(t), ("arg", path))
+        self.tape_keep: list = []  # real tensors made in the step (ids stay unique)
+        tape = getattr(compiled, "tape", None) if _TAPES_ENABLED else None
+        self.tape: Optional[Tape] = tape
+        self.fast = tape is not None and (tape.limit > 0 or tape.end is not None)
+        self.pos = 0  # the next entry of the tape
+        self.replayed: list[_Replayed] = []  # one per entry replayed
+        self.sent: list = []  # run effects the replay sent
+        self.relaxed_feeds: dict[int, torch.Tensor] = {}  # entry -> its relaxed scalar's feed
+        self.fed_values: dict[tuple, torch.Tensor] = {}  # (entry, input) -> value fed
+        self._forced: Optional[_Replayed] = None
+        self.replaying: Optional[list] = None  # catching up: the effects the Cursor decides
+        # The tape this iteration leaves (built while it is recorded).
+        self.building: list[Entry] = []
+        self.b_limit: Optional[int] = None  # first entry that cannot be replayed
+        self.b_depth = 0
+        self.b_current: Optional[Entry] = None
+        self.b_pending: list = []  # effects between entries
+        self.b_end: Optional[End] = None
+        self.b_flat: list = []
+        self.feed_src: dict[int, Any] = {}  # feed event -> where its value comes from
+        self._b_host = False
+        self._b_answer: Any = None
+        self._last_fetch: Optional[tuple] = None
 
     # -- recording hooks -------------------------------------------------------
     def problem(self, text: str) -> None:
@@ -256,10 +291,26 @@ class CoExecutor(_Recorder):
         ref = super().value_of(t, site)
         if len(self.trace.events) > n and isinstance(self.trace.events[ref.event], FeedEvent):
             self.feed_values[ref.event] = t.terra_real if isinstance(t, Placeholder) else t
+            if self.b_current is not None:
+                k = next((k for k, x in enumerate(self.b_flat) if x is t), None)
+                if k is not None:
+                    self.feed_src[ref.event] = ("in", len(self.building) - 1, k)
         return ref
 
-    def _note_feed(self, index: int, value: torch.Tensor) -> None:
+    def _note_feed(self, index: int, value: torch.Tensor, arg: str = "") -> None:
         self.feed_values[index] = value
+        e = self.b_current
+        if e is None or not arg or e.spec is None:
+            return
+        q = len(self.building) - 1
+        args, kwargs = self._b_call
+        for i, aname, kwarg_only, _, _ in op_info(e.func).args:
+            if aname == arg:
+                length = None if value.dim() == 0 else value.numel()
+                e.relaxed = (i, arg, kwarg_only, value.dtype, length)
+                e.spec = relax_spec(e.spec, i, arg, kwarg_only, length, len(args))
+                self.feed_src[index] = ("relaxed", q)
+                return
 
     def _record(self, name: str, operands: list, op_args: dict, written: list, out: Any,
                 site: Site, engine: bool, func: Any = None) -> None:
@@ -270,7 +321,7 @@ class CoExecutor(_Recorder):
             if self.deviation is None:
                 self._apply_host_result()
             self._host_result = None
-        if engine:
+        if engine and self._forced is None:
             for i in range(n, len(self.trace.events)):  # sites known when the autograd node ends
                 self.pending[id(self.trace.events[i])] = i
 
@@ -279,6 +330,30 @@ class CoExecutor(_Recorder):
         self.pending.pop(id(record), None)
 
     def _dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        if self.fast:
+            info = _OP_INFO.get(func) or op_info(func)
+            if self.paused or not info.aten or threading.get_ident() != self.thread:
+                return func(*args, **kwargs)
+            out = self._replay_op(func, args, kwargs)
+            if out is not _MISS:
+                return out
+            self._leave_fast()
+        if self.b_limit is not None or self.b_depth:
+            return self._dispatch_recorded(func, args, kwargs)
+        info = _OP_INFO.get(func) or op_info(func)
+        if self.paused or not info.aten or threading.get_ident() != self.thread:
+            return func(*args, **kwargs)
+        e = self._b_begin(func, args, kwargs)
+        self.b_depth += 1
+        try:
+            out = self._dispatch_recorded(func, args, kwargs)
+        finally:
+            self.b_depth -= 1
+            self.b_current = None
+        self._b_end(e, out)
+        return out
+
+    def _dispatch_recorded(self, func: Any, args: tuple, kwargs: dict) -> Any:
         out = super()._dispatch(func, args, kwargs)
         if self.deviation is None and not self.paused:
             self._validate()
@@ -288,6 +363,11 @@ class CoExecutor(_Recorder):
     def _execute(self, func: Any, name: str, args: tuple, kwargs: dict) -> Any:
         if self.deviation is not None:
             return func(*args, **kwargs)  # placeholders run on their values
+        forced = self._forced
+        if forced is not None:  # catching up: the replay made the results
+            self._host_result = self._host_eval(func, name, args, kwargs, forced.out)
+            self._b_host = self._host_result is not None
+            return forced.out
         try:
             out = self._placeholders(func, name, args, kwargs)
         except MetaUnavailable as exc:
@@ -295,6 +375,7 @@ class CoExecutor(_Recorder):
             return func(*args, **kwargs)
         self.log.append((func, args, kwargs, out, self.current_site))
         self._host_result = self._host_eval(func, name, args, kwargs, out)
+        self._b_host = self._host_result is not None
         return out
 
     # -- values the host computes itself ----------------------------------------
@@ -398,6 +479,11 @@ class CoExecutor(_Recorder):
         target placeholder takes the result as its value."""
         if self.deviation is not None:
             return func(*args, **kwargs)
+        forced = self._forced
+        if forced is not None:  # catching up: drawn by the replay
+            if forced.value is not None:
+                forced.out._terra_real = forced.value
+            return forced.out
 
         def scratch(x: Any) -> Any:
             if isinstance(x, Placeholder):
@@ -492,9 +578,33 @@ class CoExecutor(_Recorder):
     def _signals(self) -> None:
         for is_case, point, value in self.cursor.take_signals():
             if is_case:
-                self.run.send_case(point, value)
+                self._send(("case", point, value))
             elif point not in self.compiled.unrolled:
-                self.run.send_loop(point, bool(value))
+                self._send(("loop", point, bool(value)))
+
+    def _send(self, effect: tuple, value: Optional[torch.Tensor] = None) -> None:
+        """Sends a case selection, loop condition or feed to the run (kept
+        for the tape; held back while catching up on one)."""
+        if self.b_limit is None:
+            if effect[0] == "feed" and effect[2] is None:
+                # A fed value the tape cannot find again.
+                self.b_limit = len(self.building) - (1 if self.b_current is not None else 0)
+            elif self.b_current is not None:
+                self.b_current.effects.append(effect)
+            elif self.b_end is not None:
+                self.b_end.effects.append(effect)
+            else:
+                self.b_pending.append(effect)
+        if self.replaying is not None:
+            self.replaying.append((effect, value))
+            return
+        kind = effect[0]
+        if kind == "case":
+            self.run.send_case(effect[1], effect[2])
+        elif kind == "loop":
+            self.run.send_loop(effect[1], effect[2])
+        else:
+            self.run.feed(effect[1], tensor_spec(value))
 
     def _validate(self) -> None:
         """Validates the recorded events not validated yet, in order, up to
@@ -530,7 +640,7 @@ class CoExecutor(_Recorder):
                     if not self.compiled.shape_fits(got[0], value.shape):
                         raise Deviation(f"a fed tensor has shape {list(value.shape)}; the graph was "
                                         f"compiled for {self.compiled.feed_shape(got[0])}")
-                    self.run.feed(got[0], tensor_spec(value))
+                    self._send(("feed", got[0], self.feed_src.get(i)), value)
                 elif isinstance(ev, StateEvent):
                     key = keys.get(op_key(ev))
                     got = self.cursor.state(key) if key is not None else None
@@ -570,15 +680,22 @@ class CoExecutor(_Recorder):
             self._deviate("reads a value the graph does not publish (a new fetch point)",
                           getattr(self.trace.events[ref.event], "site", None))
             return None
+        self._last_fetch = (fid, inst)
+        value = self._fetch_point(fid, inst)
+        if value is None:
+            self._deviate_after_run_failure()
+        return value
+
+    def _fetch_point(self, fid: int, inst: int) -> Optional[torch.Tensor]:
         if self.serialized:
             self.run.start()
         arr = self.run.fetch(fid, inst)
         if self.serialized:
             self.run.wait_idle()
         if arr is None:
-            self._deviate_after_run_failure()
             return None
-        return torch.from_numpy(arr)
+        with self.pause():
+            return torch.from_numpy(arr)
 
     def _catch_up(self) -> None:
         """Validates everything recorded so far (backward sites resolved), so
@@ -605,12 +722,47 @@ class CoExecutor(_Recorder):
             t._terra_real = value
 
     def materialize(self, t: torch.Tensor, kind: str, call: Any, site: Optional[Site] = None) -> Any:
-        self._ready(t)
-        value = t._terra_real if isinstance(t, Placeholder) else self._updated_value(t)
-        if value is not None:
-            # Readers (numpy, repr, item, ...) get the plain current value.
-            return super().materialize(t, kind, lambda _: call(value), site)
-        return super().materialize(t, kind, call, site)
+        forced = self._forced
+        if forced is not None:
+            # Catching up: the replay read the value already.
+            self._catch_up()
+            if isinstance(t, Placeholder) and forced.value is not None:
+                t._terra_real = forced.value
+            self.loop_context = forced.loops
+            return super().materialize(t, kind, lambda _: forced.result, site or forced.site)
+        if self.fast:
+            if site is None:
+                r = self._replay_read(t, kind, call)
+                if r is not _MISS:
+                    return r
+            self._leave_fast()
+        top = site is None and self.b_limit is None and self.b_depth == 0
+        if top:
+            e = self._b_begin(None, (t,), {})
+            e.kind, e.mat_kind = "mat", kind
+            self.b_depth += 1
+        try:
+            self._last_fetch = None
+            self._ready(t)
+            if isinstance(t, Placeholder):
+                value = t._terra_real
+                self._b_answer = ("fetch",) + self._last_fetch if self._last_fetch else ("known",)
+            else:
+                value = self._updated_value(t)
+                self._b_answer = (("plain",) if value is None else ("updated-fetch",) + self._last_fetch
+                                  if self._last_fetch else ("updated-host",))
+            if value is not None:
+                # Readers (numpy, repr, item, ...) get the plain current value.
+                result = super().materialize(t, kind, lambda _: call(value), site)
+            else:
+                result = super().materialize(t, kind, call, site)
+        finally:
+            if top:
+                self.b_depth -= 1
+                self.b_current = None
+        if top:
+            self._b_end(e, None)
+        return result
 
     def _updated_value(self, t: torch.Tensor) -> Optional[torch.Tensor]:
         """For a real tensor the step updated in place (persistent state such
@@ -647,6 +799,8 @@ class CoExecutor(_Recorder):
     def _deviate(self, reason: str, site: Optional[Site] = None) -> None:
         """Cancels the run and replays the recorded ops eagerly so every
         placeholder has its value; the iteration goes on eagerly."""
+        if self.fast:
+            self._leave_fast()
         if self.deviation is not None:
             return
         self.deviation = (reason, site)
@@ -679,6 +833,13 @@ class CoExecutor(_Recorder):
         """Closes the iteration: validates its end, fetches the returned
         values and the final state, and commits the state. Returns the
         trace and the state updates applied."""
+        if self.fast:
+            done = self._replay_end(result)
+            if done is not None:
+                return done
+            self._leave_fast()
+        if self.b_limit is None:
+            self.b_end = End()
         self.record_return(result)
         trace = self.finish()
         if self.deviation is None:
@@ -698,6 +859,7 @@ class CoExecutor(_Recorder):
             self._signals()
             self.run.finish_host()
         values: dict[int, torch.Tensor] = {}
+        points: dict[int, tuple] = {}
         if self.deviation is None:
             for k, f in enumerate(trace.fetches):
                 if f.kind in ("return", "commit"):
@@ -705,6 +867,7 @@ class CoExecutor(_Recorder):
                     if v is None:
                         break
                     values[k] = v
+                    points[k] = self._last_fetch
         if self.deviation is None:
             status = self.run.wait()
             self.run_result = status
@@ -712,32 +875,40 @@ class CoExecutor(_Recorder):
                 self._deviate(f"the graph failed: {status[1]}" if status[0] == "error"
                               else "the graph run was cancelled")
         if self.deviation is None:
-            self._commit(trace, values, result)
+            self._commit(trace, values, result, points)
             self._publish_escapes()
+            self._leave_tape(result)
         self.log.clear()
         return trace
 
-    def _commit(self, trace: Any, values: dict[int, torch.Tensor], result: Any) -> None:
+    def _commit(self, trace: Any, values: dict[int, torch.Tensor], result: Any,
+                points: Optional[dict[int, tuple]] = None) -> None:
+        end = self.b_end if self.b_limit is None else None
         slots = {s.name: s for s in self.final_slots}
         for k, f in enumerate(trace.fetches):
             if f.kind == "commit":
                 slots[f.commit].set(values[k])
+                if end is not None:
+                    end.commits.append((f.commit,) + points[k])
         for name in trace.dropped_state:
             slots[name].set(None)
         # Returned placeholders get their fetched values.
-        returned = {f.value: values[k] for k, f in enumerate(trace.fetches) if f.kind == "return"}
-        for t in _flat_tensors_deep(result):
+        returned = {f.value: k for k, f in enumerate(trace.fetches) if f.kind == "return"}
+        for i, t in enumerate(_flat_tensors_deep(result)):
             if not isinstance(t, Placeholder):
                 continue
             ref = self.producers.get(self.key(t))
             if t._terra_real is None and ref in returned:
-                t._terra_real = returned[ref]
+                t._terra_real = values[returned[ref]]
+                if end is not None:
+                    end.returns.append((i,) + points[returned[ref]])
 
     def _publish_escapes(self) -> None:
         """Placeholders still without a value may be read after the step:
         each reads its fetch from this (finished) run, if the graph
         publishes it."""
         run, cursor = self.run, self.cursor
+        escapes = self.b_end.escapes if self.b_end is not None and self.b_limit is None else {}
         for func, args, kwargs, out, _ in self.log:
             for o in tree_flatten(out)[0]:
                 if isinstance(o, Placeholder) and o._terra_real is None and o._terra_resolve is None:
@@ -748,6 +919,433 @@ class CoExecutor(_Recorder):
                     fid = cursor.fetch_id(node, result)
                     if fid >= 0:
                         o._terra_resolve = lambda run=run, fid=fid, inst=inst: _from_fetch(run, fid, inst)
+                        escapes[self.idents.get(id(o))] = (fid, inst)
+
+    # -- tapes (tape.py) ------------------------------------------------------------
+    def _ident(self, t: torch.Tensor) -> Optional[tuple]:
+        i = self.idents.get(id(t))
+        if i is not None:
+            return i
+        return None if isinstance(t, Placeholder) else memory_key(t)
+
+    def _name_results(self, q: int, e: Entry, out: Any) -> None:
+        """Gives entry `q`'s results their identities."""
+        if e.struct is None:
+            flat = (out,)
+        else:
+            flat = tree_flatten(out)[0]
+        idents = self.idents
+        for j, (o, recipe) in enumerate(zip(flat, e.outs)):
+            if recipe[0] != "same" and isinstance(o, torch.Tensor):
+                idents[id(o)] = (q, j)
+                if not isinstance(o, Placeholder):
+                    self.tape_keep.append(o)
+
+    def _b_begin(self, func: Any, args: tuple, kwargs: dict) -> Entry:
+        try:
+            spec = spec_of(args, kwargs, self._ident) if func is not None else self._ident(args[0])
+        except Untapeable:
+            spec = None
+        e = Entry("stop", func, spec)
+        e.effects, self.b_pending = self.b_pending, []
+        e.events = (len(self.trace.events), 0)
+        self.building.append(e)
+        self.b_current = e
+        self.b_flat = flat_inputs(args, kwargs)
+        self._b_call = (args, kwargs)
+        self._kind = None
+        self._b_host = False
+        self._b_answer = None
+        self._written_now = []
+        self._record_from = None
+        self._site_info = None
+        return e
+
+    def _b_end(self, e: Entry, out: Any) -> None:
+        """Completes the tape entry of an interaction recorded live."""
+        q = len(self.building) - 1
+        if e.func is not None:
+            e.kind = self._kind or "stop"
+            e.name = op_info(e.func).name
+        if self._site_info is not None:
+            e.site, e.reached, e.loops = self._site_info
+        e.engine = e.site is not None and is_engine_site(e.site, e.reached)
+        e.events = (e.events[0], len(self.trace.events))
+        if e.engine and self._record_from is not None:
+            e.engine_sites = (self._record_from, len(self.trace.events))  # sites filled in at the end
+        e.host_eval = self._b_host
+        try:
+            if e.spec is None or self.deviation is not None or e.site is None:
+                raise Untapeable("not recorded")
+            if e.kind == "mat":
+                if self._b_answer is None:
+                    raise Untapeable("read not answered")
+                e.answer = self._b_answer
+                if e.func is not None:
+                    e.mat_kind = "item"
+            elif e.kind in ("op", "rng", "pass"):
+                flat_in = self.b_flat
+                e.written = tuple(next(k for k, x in enumerate(flat_in) if x is w) for w in self._written_now)
+                self._recipes(e, out, flat_in)
+                self._name_results(q, e, out)
+            else:
+                raise Untapeable(e.kind)
+        except (Untapeable, StopIteration):
+            e.kind = "stop"
+            if self.b_limit is None:
+                self.b_limit = q
+
+    def _recipes(self, e: Entry, out: Any, flat_in: list) -> None:
+        """How the replay makes an entry's results (see tape.py)."""
+        if isinstance(out, torch.Tensor):
+            flat, e.struct = [out], None
+        else:
+            flat, e.struct = tree_flatten(out)
+        recipes = []
+        real_made = False
+        for o in flat:
+            if not isinstance(o, torch.Tensor):
+                recipes.append(("value", o))
+                continue
+            k = next((k for k, x in enumerate(flat_in) if x is o), None)
+            if k is not None:
+                recipes.append(("same", k))
+            elif isinstance(o, Placeholder):
+                tok = o._terra_token
+                k = next((k for k, x in enumerate(flat_in)
+                          if (x._terra_token if isinstance(x, Placeholder) else self.real_tokens.get(self.base(x)))
+                          is tok), None)
+                meta = (tuple(o.shape), tuple(o.stride()))
+                if k is not None:
+                    recipes.append(("view", k) + meta + (o.storage_offset() - flat_in[k].storage_offset(),
+                                                          o.dtype, o._terra_where))
+                else:
+                    recipes.append(("new",) + meta + (o.storage_offset(), o.dtype, o._terra_where))
+            else:
+                real_made = True
+                recipes.append(("real",))
+        if real_made and e.kind == "op" and any(r[0] not in ("real", "value") for r in recipes):
+            raise Untapeable("real and placeholder results")
+        e.outs = tuple(recipes)
+
+    def _leave_tape(self, result: Any) -> None:
+        """After a committed iteration recorded live: its tape, for the next."""
+        if not _TAPES_ENABLED:
+            return
+        entries, limit, end = self.building, self.b_limit, self.b_end
+        if limit is not None:
+            end = None
+        else:
+            limit = len(entries)
+            end.slots = [(s.name, None if (t := s.get()) is None else self._ident(t) or ("?",))
+                         for s in self.final_slots]
+            end.dropped = list(self.trace.dropped_state)
+            end.result = [self._ident(t) for t in _flat_tensors_deep(result)]
+            if any(i is None for i in end.result) or any(i == ("?",) for _, i in end.slots):
+                end = None
+        fed: dict[int, list[int]] = {}
+        for src in self.feed_src.values():
+            if src[0] == "in":
+                fed.setdefault(src[1], []).append(src[2])
+        for q, ks in fed.items():
+            if q < len(entries):
+                entries[q].feeds = tuple(ks)
+        events = self.trace.events
+        for e in entries[:limit]:
+            if e.engine and e.engine_sites:
+                lo, hi = e.engine_sites
+                e.engine_sites = tuple(events[i].site for i in range(lo, hi))
+        self.compiled.tape = Tape(entries[:limit], end, limit)
+
+    # -- replaying a tape ---------------------------------------------------------------
+    def _replay_op(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        q = self.pos
+        tape = self.tape
+        if q >= tape.limit:
+            return _MISS
+        e = tape.entries[q]
+        if e.func is not func or not matches(e.spec, args, kwargs, self.idents):
+            return _MISS
+        kind = e.kind
+        if kind == "mat":
+            return self._replay_answer(q, e, args[0], lambda v: func(v, *args[1:], **kwargs), func, args, kwargs)
+        self.pos = q + 1
+        self.current_site = e.site
+        flat = flat_inputs(args, kwargs) if e.written or e.feeds or e.struct is not None or len(e.outs) != 1 \
+            or e.outs[0][0] in ("same", "view") else None
+        for k in e.feeds:  # a fed value is taken when the op reads it
+            t = flat[k]
+            self.fed_values[(q, k)] = t.terra_real if isinstance(t, Placeholder) else t
+        value = None
+        if kind == "rng":
+            for k in e.written:
+                self._replay_written(flat[k])
+            out = self._run_host_rng(func, e.name, args, kwargs)
+            if isinstance(out, Placeholder):
+                value = out._terra_real
+        elif kind == "pass" or e.outs[0][0] == "real":
+            out = func(*args, **kwargs)
+            if kind != "pass":
+                self.log.append((func, args, kwargs, out, e.site))
+        else:
+            out = self._make_results(e, flat)
+            self.log.append((func, args, kwargs, out, e.site))
+        if kind == "op":
+            host = self._host_eval(func, e.name, args, kwargs, out) if e.host_eval else None
+            for k in e.written:
+                self._replay_written(flat[k])
+            if host is not None:
+                self._host_result = host
+                self._apply_host_result()
+        if e.relaxed is not None:
+            self.relaxed_feeds[q] = relaxed_value(e, args, kwargs)
+        self._name_results(q, e, out)
+        self.replayed.append(_Replayed(e, func, args, kwargs, out, value, None))
+        self._emit(e.effects)
+        if kind == "op" and e.host_eval and host is None:
+            self._leave_fast()  # the host could not compute it this time
+        return out
+
+    def _make_results(self, e: Entry, flat: Optional[list]) -> Any:
+        outs = []
+        for r in e.outs:
+            k = r[0]
+            if k == "new":
+                ph = Placeholder.make(r[1], r[2], r[3], r[4])
+                ph._terra_where = r[5]
+                outs.append(ph)
+            elif k == "same":
+                outs.append(flat[r[1]])
+            elif k == "view":
+                target = flat[r[1]]
+                rel = r[4]
+                if isinstance(target, Placeholder):
+                    token, addr, base = target._terra_token, target._terra_addr, target._terra_base
+                else:
+                    token, addr, base = self._token_of(target), target.data_ptr(), self.base(target)
+                ph = Placeholder.make(r[2], r[3], target.storage_offset() + rel, r[5], token)
+                ph._terra_base = base
+                if addr is not None:
+                    ph._terra_addr = addr + rel * ph.element_size()
+                ph._terra_where = r[6]
+                outs.append(ph)
+            else:  # "value"
+                outs.append(r[1])
+        if e.struct is None:
+            return outs[0]
+        return tree_unflatten(outs, e.struct)
+
+    def _replay_written(self, t: torch.Tensor) -> None:
+        if isinstance(t, Placeholder):
+            t._terra_real = None
+        else:
+            self.host_values.pop(self.key(t), None)
+
+    def _replay_read(self, t: torch.Tensor, kind: str, call: Any) -> Any:
+        """A read by a tensor method (`numpy`, `bool`, ...) from the tape."""
+        q = self.pos
+        tape = self.tape
+        if q >= tape.limit:
+            return _MISS
+        e = tape.entries[q]
+        if e.kind != "mat" or e.func is not None or e.mat_kind != kind or self._ident(t) != e.spec:
+            return _MISS
+        return self._replay_answer(q, e, t, call, None, (t,), {"kind": kind})
+
+    def _replay_answer(self, q: int, e: Entry, t: torch.Tensor, call: Any, func: Any, args: tuple,
+                       kwargs: dict) -> Any:
+        how = e.answer
+        what = how[0]
+        if what == "known" and (not isinstance(t, Placeholder) or t._terra_real is None):
+            return _MISS
+        if what == "updated-host" and self.host_values.get(self.key(t)) is None:
+            return _MISS
+        self.pos = q + 1
+        self.current_site = e.site
+        self._emit(e.effects)
+        value = None
+        if what in ("fetch", "updated-fetch"):
+            value = self._fetch_point(how[1], how[2])
+            if value is None:  # the run failed: record what was replayed, then deviate
+                self._leave_fast()
+                self._deviate_after_run_failure()
+                value = t._terra_real if isinstance(t, Placeholder) else None
+            else:
+                self.graph_reads += 1
+                if what == "fetch":
+                    t._terra_real = value
+                else:
+                    with self.pause():
+                        value = value.reshape(t.shape)
+        elif what == "known":
+            value = t._terra_real
+        elif what == "updated-host":
+            self.host_reads += 1
+            value = self.host_values.get(self.key(t))
+        with self.pause():
+            result = call(value if value is not None else t)
+        if self.fast:
+            self.replayed.append(_Replayed(e, func, args, kwargs, None, value if what == "fetch" else None,
+                                           result))
+        return result
+
+    def _emit(self, effects: list) -> None:
+        run = self.run
+        for eff in effects:
+            kind = eff[0]
+            if kind == "case":
+                run.send_case(eff[1], eff[2])
+            elif kind == "loop":
+                run.send_loop(eff[1], eff[2])
+            else:
+                src = eff[2]
+                if src[0] == "relaxed":
+                    value = self.relaxed_feeds[src[1]]
+                else:
+                    value = self.fed_values[src[1:]]
+                run.feed(eff[1], tensor_spec(value))
+            self.sent.append(eff)
+
+    def _leave_fast(self) -> None:
+        """Catches up on the entries replayed so far (see tape.py): records
+        them as they would have been recorded live, checks the Cursor
+        decides what the replay sent, and sends what it decides beyond it."""
+        if not self.fast:
+            return
+        self.fast = False
+        if _TAPE_LOG:
+            e = self.tape.entries[self.pos] if self.pos < len(self.tape.entries) else None
+            want = "the end" if e is None else f"{e.kind} {e.name or e.mat_kind} at {user_line(e.site)}"
+            print(f"[terra] tape left at entry {self.pos} of {len(self.tape.entries)}: expected {want}",
+                  file=sys.stderr, flush=True)
+        replayed, self.replayed = self.replayed, []
+        for r in replayed:  # values are recomputed in order
+            if r.out is not None:
+                for o in ([r.out] if isinstance(r.out, torch.Tensor) else tree_flatten(r.out)[0]):
+                    if isinstance(o, Placeholder):
+                        o._terra_real = None
+        self.host_values.clear()
+        self.idents = {k: v for k, v in self.idents.items() if v[0] in ("state", "arg")}
+        reads = (self.graph_reads, self.host_reads)
+        self.replaying = []
+        # Recorded as inside __torch_dispatch__: with this mode off (the
+        # recorder's own torch calls must not come back to it).
+        outside = _get_current_dispatch_mode() is self
+        if outside:
+            _pop_mode()
+        try:
+            for r in replayed:
+                self._forced = r
+                try:
+                    if r.func is None:
+                        self.materialize(r.args[0], r.kwargs["kind"], None, r.entry.site)
+                    else:
+                        self._dispatch(r.func, r.args, r.kwargs)
+                finally:
+                    self._forced = None
+                if self.deviation is not None:
+                    break
+        finally:
+            if outside:
+                _push_mode(self)
+            decided, self.replaying = self.replaying, None
+            self.graph_reads, self.host_reads = reads
+        if self.deviation is not None:
+            return
+        sent = self.sent
+        same = len(decided) >= len(sent) and all(
+            d[:2] == s[:2] and (d[0] == "feed" or d[2] == s[2]) for (d, _), s in zip(decided, sent))
+        if not same:
+            self._deviate("the host left the recorded path where the replayed signals no longer hold")
+            return
+        for effect, value in decided[len(sent):]:
+            kind = effect[0]
+            if kind == "case":
+                self.run.send_case(effect[1], effect[2])
+            elif kind == "loop":
+                self.run.send_loop(effect[1], effect[2])
+            else:
+                self.run.feed(effect[1], tensor_spec(value))
+
+    def _replay_end(self, result: Any) -> Optional[Any]:
+        """The end of a fully replayed iteration, or None if it differs
+        from the tape's."""
+        tape = self.tape
+        end = tape.end
+        if end is None or self.pos != len(tape.entries):
+            return None
+        flat = list(_flat_tensors_deep(result))
+        if [self._ident(t) for t in flat] != end.result:
+            return None
+        slots = self.registry.slots()
+        if [(s.name, None if (t := s.get()) is None else self._ident(t)) for s in slots] != end.slots:
+            return None
+        self._emit(end.effects)
+        self.run.finish_host()
+        commits = []
+        for name, fid, inst in end.commits:
+            v = self._fetch_point(fid, inst)
+            if v is None:
+                return self._replay_end_failed(result)
+            commits.append((name, v))
+        returns = []
+        for i, fid, inst in end.returns:
+            v = self._fetch_point(fid, inst)
+            if v is None:
+                return self._replay_end_failed(result)
+            returns.append((i, v))
+        status = self.run.wait()
+        self.run_result = status
+        if status[0] != "ok":
+            return self._replay_end_failed(result)
+        by_name = {s.name: s for s in slots}
+        for name, v in commits:
+            by_name[name].set(v)
+        for name in end.dropped:
+            by_name[name].set(None)
+        for i, v in returns:
+            if flat[i]._terra_real is None:
+                flat[i]._terra_real = v
+        run, escapes, idents = self.run, end.escapes, self.idents
+        for func, args, kwargs, out, _ in self.log:
+            for o in ([out] if isinstance(out, torch.Tensor) else tree_flatten(out)[0]):
+                if isinstance(o, Placeholder) and o._terra_real is None and o._terra_resolve is None:
+                    hit = escapes.get(idents.get(id(o)))
+                    if hit is not None:
+                        o._terra_resolve = lambda run=run, fid=hit[0], inst=hit[1]: _from_fetch(run, fid, inst)
+        self.log.clear()
+        self.keepalive.clear()
+        return self.trace
+
+    def _replay_end_failed(self, result: Any) -> Any:
+        """The graph failed while a replayed iteration ended: record the
+        iteration, then deviate as a recorded one would."""
+        self._leave_fast()
+        self.record_return(result)
+        trace = self.finish()
+        self._deviate_after_run_failure()
+        self.log.clear()
+        return trace
+
+
+class _Replayed:
+    """An entry replayed in this iteration, for catching up on it."""
+
+    __slots__ = ("entry", "func", "args", "kwargs", "out", "value", "result", "site", "reached", "loops",
+                 "engine_sites")
+
+    def __init__(self, entry: Entry, func: Any, args: tuple, kwargs: dict, out: Any, value: Any, result: Any):
+        self.entry, self.func, self.args, self.kwargs = entry, func, args, kwargs
+        self.out, self.value, self.result = out, value, result
+        self.site, self.reached, self.loops = entry.site, entry.reached, entry.loops
+        self.engine_sites = entry.engine_sites
+
+
+_MISS = object()
+# TERRA_TAPE=0 records every co-executed iteration (for comparisons).
+_TAPES_ENABLED = os.environ.get("TERRA_TAPE", "1") != "0"
+# TERRA_LOG=tape also says where each iteration leaves its tape.
+_TAPE_LOG = "tape" in os.environ.get("TERRA_LOG", "").split(",")
 
 
 # Host-side evaluation (CoExecutor._host_eval): tensors of at most this many

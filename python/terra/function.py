@@ -93,6 +93,8 @@ class Stats:
     host_stall_s: float = 0.0
     graph_exec_s: float = 0.0
     graph_stall_s: float = 0.0
+    # Co-executed iterations replayed from a tape to their end (tape.py).
+    replayed_iterations: int = 0
     steps: list[dict] = field(default_factory=list)
 
     def as_dict(self, fn: "TerraFunction") -> dict:
@@ -109,6 +111,7 @@ class Stats:
             "host_stall_s": self.host_stall_s,
             "graph_exec_s": self.graph_exec_s,
             "graph_stall_s": self.graph_stall_s,
+            "replayed_iterations": self.replayed_iterations,
             "host_ops": list(fn.host_op_names),
             "graph_loops": sorted(user_line(site) for site in fn.dynamic_loops),
             "relaxed_scalars": sorted(f"{name}.{arg} at {user_line(site)}" for site, name, arg in fn.relaxed),
@@ -178,6 +181,7 @@ class TerraFunction:
         self.stages: dict[str, str] = {}
         self._dummies: dict[str, torch.Tensor] = {}
         self._feed_shapes: dict[int, list[int]] = {}
+        self.tape: Any = None
 
     # -- the call ------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -403,6 +407,7 @@ class TerraFunction:
         self.graph = graph
         self.stages = dict(stages) if keep_stages else self.stages
         self.cursor = self.session.cursor()
+        self.tape = None  # the last validated iteration, replayable (tape.py)
         self._feed_shapes = {}
         self.unrolled = set(self.session.unrolled_loops)
         self.state_names = list(graph.state_names)
@@ -515,8 +520,10 @@ class TerraFunction:
         _, _, g_exec, g_stall, h_stall = status
         step = {"phase": "coexec", "host_exec_s": max(wall - h_stall, 0.0), "host_stall_s": h_stall,
                 "graph_exec_s": g_exec, "graph_stall_s": g_stall,
-                "graph_reads": ex.graph_reads, "host_reads": ex.host_reads}
+                "graph_reads": ex.graph_reads, "host_reads": ex.host_reads,
+                "replayed": ex.fast, "replayed_entries": ex.pos}
         self.stats.coexec_iterations += 1
+        self.stats.replayed_iterations += ex.fast
         self.stats.host_exec_s += step["host_exec_s"]
         self.stats.host_stall_s += h_stall
         self.stats.graph_exec_s += g_exec

@@ -61,6 +61,22 @@ class Placeholder(torch.Tensor):
         r._terra_where = ""      # the op that produced it, for errors
         return r
 
+    @classmethod
+    def make(cls, shape: tuple, stride: tuple, offset: int, dtype: torch.dtype,
+             token: Optional[Token] = None) -> "Placeholder":
+        """A placeholder from its metadata (no meta tensor needed)."""
+        r = torch.Tensor._make_wrapper_subclass(cls, shape, strides=stride, storage_offset=offset,
+                                                dtype=dtype, device="cpu", requires_grad=False)
+        r._terra_token = token if token is not None else Token()
+        r._terra_addr = None
+        r._terra_base = None
+        r._terra_key = None
+        r._terra_sig = None
+        r._terra_real = None
+        r._terra_resolve = None
+        r._terra_where = ""
+        return r
+
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # noqa: D105
         if _recording():
             return torch.Tensor.__repr__(self, tensor_contents=tensor_contents)

@@ -157,8 +157,9 @@ class Rewrite:
     (name, inputs, args, result types); the feed comes first."""
 
     def __init__(self, feed: FeedEvent, feed_value: torch.Tensor,
-                 ops: list[tuple[str, list[Any], dict[str, Any], list[TensorType]]]):
-        self.feed, self.feed_value, self.ops = feed, feed_value, ops
+                 ops: list[tuple[str, list[Any], dict[str, Any], list[TensorType]]], arg: str = ""):
+        # `arg`: the op argument the feed carries (a scalar or scalar list).
+        self.feed, self.feed_value, self.ops, self.arg = feed, feed_value, ops, arg
 
 
 FEED = "feed"  # placeholder for the feed's ValueRef in Rewrite.ops inputs
@@ -217,13 +218,13 @@ def rewrite(trace: Trace, name: str, operands: list[ValueRef], args: dict[str, A
     feed = FeedEvent(TensorType(dtype, ()), site, ConstSource(scalar))
     rest = {k: v for k, v in args.items() if k != arg}
     if name in _TENSOR_FORM:
-        return Rewrite(feed, scalar, [(_TENSOR_FORM[name], [operands[0], FEED], rest, results)])
+        return Rewrite(feed, scalar, [(_TENSOR_FORM[name], [operands[0], FEED], rest, results)], arg)
     if name in _ALPHA_OPS:
         other = value_type(trace, operands[1])
         scaled = TensorType(other.dtype, other.shape)
         return Rewrite(feed, scalar, [
             ("aten.mul.Tensor", [operands[1], FEED], {}, [scaled]),
-            (name, [operands[0], 0], rest, results)])  # 0: the previous op's result
+            (name, [operands[0], 0], rest, results)], arg)  # 0: the previous op's result
     combine, add = _VALUE_OPS[name]
     t1, t2 = value_type(trace, operands[1]), value_type(trace, operands[2])
     scaled = TensorType(t1.dtype, t1.shape)
@@ -231,7 +232,7 @@ def rewrite(trace: Trace, name: str, operands: list[ValueRef], args: dict[str, A
     return Rewrite(feed, scalar, [
         ("aten.mul.Tensor", [operands[1], FEED], {}, [scaled]),
         (combine, [0, operands[2]], {}, [combined]),
-        (add, [operands[0], 1], rest, results)])
+        (add, [operands[0], 1], rest, results)], arg)
 
 
 def _rewrite_foreach(trace: Trace, name: str, operands: list[ValueRef], args: dict[str, Any],
@@ -261,7 +262,7 @@ def _rewrite_foreach(trace: Trace, name: str, operands: list[ValueRef], args: di
         return None
     feed = FeedEvent(TensorType(dtype, tuple(value.shape)), site, ConstSource(value))
     rest = {k: x for k, x in args.items() if k != arg}
-    return Rewrite(feed, value, [(name, list(operands) + [FEED], rest, results)])
+    return Rewrite(feed, value, [(name, list(operands) + [FEED], rest, results)], arg)
 
 
 def describe(keys: Iterable[RelaxKey]) -> str:

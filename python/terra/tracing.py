@@ -220,6 +220,15 @@ class _Recorder(TorchDispatchMode):
         self.loop_counter = LoopCounter()
         self.loop_context: tuple = ()
         self.current_site: Optional[Site] = None  # of the op being recorded
+        # The op being replayed by a co-executor catching up on its tape
+        # (coexec.py): its site, loop context and results are known.
+        self._forced: Any = None
+        # What the op being dispatched turned out to be, for the tape:
+        # "op", "rng", "mat", "pass" or "stop" (cannot be replayed).
+        self._kind: Optional[str] = None
+        self._site_info: Any = None
+        self._written_now: list = []  # tensors the op being dispatched writes
+        self._record_from: Optional[int] = None
 
     # -- identity ----------------------------------------------------------
     @staticmethod
@@ -329,7 +338,7 @@ class _Recorder(TorchDispatchMode):
         self._bind(t, ref)
         return ref
 
-    def _note_feed(self, index: int, value: torch.Tensor) -> None:
+    def _note_feed(self, index: int, value: torch.Tensor, arg: str = "") -> None:
         """A feed event made for a relaxed scalar, with its value."""
 
     def _bind(self, t: torch.Tensor, ref: ValueRef) -> None:
@@ -373,15 +382,22 @@ class _Recorder(TorchDispatchMode):
         if self.paused or not info.aten or threading.get_ident() != self.thread:
             return func(*args, **kwargs)
         name = info.name
+        forced = self._forced
         try:
             self.backward.resolve()
-            raw: list = []
-            site, reached = capture(sys._getframe(1), self.stop, raw)
-            self.loop_context = self.loop_counter.context(raw)
+            if forced is None:
+                raw: list = []
+                site, reached = capture(sys._getframe(1), self.stop, raw)
+                self.loop_context = self.loop_counter.context(raw)
+            else:  # a co-executor catching up on its tape (coexec.py)
+                site, reached, self.loop_context = forced.site, forced.reached, forced.loops
         except Exception as exc:  # never break the user's program
             self.problem(f"tracer error before {name}: {exc!r}")
+            self._kind = "stop"
             return func(*args, **kwargs)
+        self._site_info = (site, reached, self.loop_context)
         if site.frames and site.frames[0].file.replace("\\", "/").endswith("torch/autograd/profiler.py"):
+            self._kind = "pass"
             return func(*args, **kwargs)  # record_function bookkeeping
         self.current_site = site
         engine = is_engine_site(site, reached)
@@ -391,6 +407,7 @@ class _Recorder(TorchDispatchMode):
             self.backward.flush()
         self.in_engine = engine
         if name in ALIAS_OPS:
+            self._kind = "op"
             out = self._execute(func, name, args, kwargs)
             if isinstance(out, torch.Tensor) and args and isinstance(args[0], torch.Tensor):
                 ref = self.producers.get(self.key(args[0]))
@@ -398,9 +415,11 @@ class _Recorder(TorchDispatchMode):
                     self._bind(out, ref)
             return out
         if name in HOST_RNG_OPS:
+            self._kind = "rng"
             if info.args and info.args[0][4]:
                 # Written in place by the host: later reads are fresh feeds.
                 target = args[0]
+                self._written_now = [target]
                 self.producers.pop(self.key(target), None)
                 self._written(target)
             out = self._run_host_rng(func, name, args, kwargs)
@@ -412,6 +431,8 @@ class _Recorder(TorchDispatchMode):
             # the host reads the mask (a fetch point in every phase), so the
             # co-executor can shape the result.
             masks = [m for m in args[1] if isinstance(m, torch.Tensor) and m.dtype in (torch.bool, torch.uint8)]
+            if masks:
+                self._kind = "stop"  # a data-dependent result shape
             for m in masks:
                 self.materialize(m, "shape", lambda v: None, site)
             self._source = None
@@ -423,12 +444,17 @@ class _Recorder(TorchDispatchMode):
                 if count is not None:
                     self._source = (count, list(args[1]).index(masks[0]))
         if name == "aten._local_scalar_dense":
+            self._kind = "mat"
             return self.materialize(args[0], "item", lambda v: func(v, *args[1:], **kwargs), site)
         try:
             operands, op_args, written = self._operands(func, name, args, kwargs, site)
+            self._written_now = written
         except Exception as exc:
             self.problem(f"cannot record {name}: {exc}")
+            self._kind = "stop"
             return self._execute(func, name, args, kwargs)
+        if self._kind is None:
+            self._kind = "op"
         out = self._execute(func, name, args, kwargs)
         self._last_call = (func, args, kwargs)
         try:
@@ -664,6 +690,7 @@ class _Recorder(TorchDispatchMode):
         if any(dynamic):
             types = [TensorType(ty.dtype, tuple(-1 if d in dims else n for d, n in enumerate(ty.shape)))
                      for ty, dims in zip(types, dynamic)]
+        self._record_from = len(self.trace.events)  # the events this op appends, for tapes
         rw = relax.rewrite(self.trace, name, operands, op_args, types, site, self.relaxed, engine,
                            self.speculate)
         synthetic: list[Any] = []
@@ -671,7 +698,7 @@ class _Recorder(TorchDispatchMode):
             # A relaxed scalar: its feed, then the op's tensor form.
             feed = self._append(rw.feed)
             synthetic.append(rw.feed)
-            self._note_feed(feed, rw.feed_value)
+            self._note_feed(feed, rw.feed_value, rw.arg)
             made: list[int] = []
             for op_name, inputs, args, result_types in rw.ops:
                 refs = [ValueRef(feed) if i == relax.FEED else ValueRef(made[i]) if isinstance(i, int) else i
@@ -696,7 +723,12 @@ class _Recorder(TorchDispatchMode):
                 self.problem(f"{name} writes an argument in place without returning it "
                              f"(shape {list(w.shape)}); the update is not expressible yet")
             self._written(w)
-        if engine:
+        if engine and self._forced is not None:
+            # Catching up on a tape: the node's post hook has already run;
+            # the sites come from the iteration the tape was made from.
+            for record, known in zip(synthetic or [event], self._forced.engine_sites):
+                self._set_site(record, known)
+        elif engine:
             for record in synthetic or [event]:
                 self.backward.engine_op(record, site)
         else:
@@ -714,6 +746,7 @@ class _Recorder(TorchDispatchMode):
                 raw: list = []
                 site, _ = capture(sys._getframe(2), self.stop, raw)
                 self.loop_context = self.loop_counter.context(raw)
+                self._site_info = (site, True, self.loop_context)
             self.backward.flush()
             self.in_engine = False
             k = self.key(t)

@@ -1,0 +1,199 @@
+"""Tapes: co-executing a step again without recording it again.
+
+Recording an op costs the co-executor tens of microseconds of Python (its
+site, loop context, provenance, meta result, trace event and validation by
+the Cursor): more than eager PyTorch spends on most ops. But a training
+step usually issues the same ops as the step before it. So a co-executed
+iteration that ends validated leaves a **tape**: for every interaction of
+the step with the co-executor, in order (each aten op it dispatches, each
+read of a value), what the co-executor did about it:
+
+* how to check the interaction is the same one: the op, every non-tensor
+  argument (type and value), and the identity of every tensor argument:
+  the result `j` of interaction `q` of this iteration, a state tensor, a
+  step argument (with its shape, strides and dtype), or other host memory
+  (by address and metadata);
+* how its results were made: new placeholders (shape, strides, dtype),
+  views of an argument, the argument itself (in place), or real tensors
+  (aliases of real tensors, random numbers drawn on the host);
+* what went to the graph run while it was handled (case selections, loop
+  conditions, feeds and where their values come from) and how a read was
+  answered (a fetch, a value the host computed, the tensor itself);
+* for the end: which tensor each state slot holds, and the fetches that
+  commit them and give the returned values.
+
+The next iteration **replays** the tape: each interaction is checked
+against its entry and, while they match, handled from the tape (results
+made from it, its run effects repeated) without recording anything. Two
+iterations whose interactions match one for one compute the same ops on
+the same inputs, so the graph, driven by the same signals and fed the
+new values, computes exactly what eager would.
+
+At the first interaction that does not match (a branch the other way, a
+new shape, a new scalar), the co-executor **catches up**: it records the
+interactions replayed so far as it would have live (sites, loop contexts
+and backward sites from the tape, results and read values from the
+replay, nothing sent to the run again), checks that the Cursor decides the
+same signals the replay sent, sends what it decided beyond them, and goes
+on recording from there. Ops the tape cannot replay (a boolean-mask index,
+whose result shape depends on values; an op with a tensor from an earlier
+iteration; anything the recorder could not record) end the tape there.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+from .placeholder import Placeholder
+
+
+class Entry:
+    """One interaction of the step with the co-executor (see module doc)."""
+
+    __slots__ = ("kind", "func", "name", "spec", "outs", "struct", "effects", "site", "reached",
+                 "loops", "engine", "engine_sites", "host_eval", "written", "relaxed", "answer",
+                 "mat_kind", "events", "feeds")
+
+    def __init__(self, kind: str, func: Any, spec: Any):
+        self.kind = kind  # "op", "rng", "pass", "mat", "stop"
+        self.func = func  # the op, or None for a read by a tensor method
+        self.name = ""
+        self.spec = spec  # argument checks (spec_of)
+        self.outs: tuple = ()  # result recipes
+        self.struct: Any = None  # pytree spec of the results; None: one value
+        self.effects: list = []  # run effects while it was handled
+        self.site: Any = None
+        self.reached = True
+        self.loops: tuple = ()
+        self.engine = False
+        self.engine_sites: tuple = ()
+        self.host_eval = False
+        self.written: tuple = ()  # flat input indices written in place
+        self.relaxed: Any = None  # (position, kwarg name, dtype, list length or None)
+        self.answer: Any = None  # how a read was answered
+        self.mat_kind = ""
+        self.events = (0, 0)  # trace events appended while it was handled
+        self.feeds: tuple = ()  # flat input indices fed to the graph (values taken on entry)
+
+
+class End:
+    """The end of a taped iteration."""
+
+    __slots__ = ("effects", "slots", "dropped", "commits", "returns", "result", "escapes")
+
+    def __init__(self) -> None:
+        self.effects: list = []
+        self.slots: list = []  # (slot name, identity of its final tensor)
+        self.dropped: list = []  # slots set to None
+        self.commits: list = []  # (slot name, fetch point, instance)
+        self.returns: list = []  # (index in the flat result, fetch point, instance)
+        self.result: list = []  # identities of the flat result's tensors
+        self.escapes: dict = {}  # (q, j) -> (fetch point, instance)
+
+
+class Tape:
+    __slots__ = ("entries", "end", "limit")
+
+    def __init__(self, entries: list[Entry], end: Optional[End], limit: int):
+        self.entries = entries
+        self.end = end  # None: the tape stops before the end
+        self.limit = limit  # entries before this index can be replayed
+
+
+class Untapeable(Exception):
+    """An interaction the tape cannot replay."""
+
+
+def flat_inputs(args: tuple, kwargs: dict) -> list:
+    """The tensors of an op's arguments, in order (lists one level deep)."""
+    out = []
+    for v in args:
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif type(v) in (list, tuple):
+            out.extend(x for x in v if isinstance(x, torch.Tensor))
+    for v in kwargs.values():
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif type(v) in (list, tuple):
+            out.extend(x for x in v if isinstance(x, torch.Tensor))
+    return out
+
+
+def memory_key(t: torch.Tensor) -> tuple:
+    return ("mem", t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
+
+
+def spec_of(args: tuple, kwargs: dict, ident: Any) -> tuple:
+    """The checks of an interaction's arguments; `ident(t)` gives a
+    tensor's identity (None: not replayable)."""
+    def leaf(v: Any) -> tuple:
+        if isinstance(v, torch.Tensor):
+            i = ident(v)
+            if i is None:
+                raise Untapeable("a tensor from outside this iteration")
+            meta = (tuple(v.shape), tuple(v.stride()), v.dtype) if i[0] == "arg" else None
+            return ("T", i, meta)
+        if type(v) in (list, tuple) and any(isinstance(x, torch.Tensor) for x in v):
+            return ("L", type(v), tuple(leaf(x) for x in v))
+        return ("V", type(v), v)
+    return (tuple(leaf(v) for v in args), tuple((k, leaf(v)) for k, v in kwargs.items()))
+
+
+def relax_spec(spec: tuple, position: int, name: str, kwarg_only: bool, length: Optional[int],
+               nargs: int) -> tuple:
+    """`spec` with the argument carried by a relaxed feed unchecked."""
+    sa, sk = spec
+    if position < nargs and not kwarg_only:
+        sa = sa[:position] + (("R", length),) + sa[position + 1:]
+    else:
+        sk = tuple((k, ("R", length) if k == name else s) for k, s in sk)
+    return (sa, sk)
+
+
+def matches(spec: tuple, args: tuple, kwargs: dict, idents: dict) -> bool:
+    sa, sk = spec
+    if len(args) != len(sa) or len(kwargs) != len(sk):
+        return False
+    for v, s in zip(args, sa):
+        if not _match(v, s, idents):
+            return False
+    for k, s in sk:
+        if k not in kwargs or not _match(kwargs[k], s, idents):
+            return False
+    return True
+
+
+def _match(v: Any, s: tuple, idents: dict) -> bool:
+    kind = s[0]
+    if kind == "V":
+        return type(v) is s[1] and v == s[2]
+    if kind == "T":
+        i = idents.get(id(v))
+        if i is None:
+            if not isinstance(v, torch.Tensor) or isinstance(v, Placeholder):
+                return False
+            i = memory_key(v)
+        if i != s[1]:
+            return False
+        m = s[2]
+        return m is None or (v.dtype == m[2] and tuple(v.shape) == m[0] and tuple(v.stride()) == m[1])
+    if kind == "L":
+        if type(v) is not s[1] or len(v) != len(s[2]):
+            return False
+        return all(_match(x, y, idents) for x, y in zip(v, s[2]))
+    # "R": a relaxed scalar (or scalar list), fed to the graph
+    n = s[1]
+    if n is None:
+        return type(v) in (int, float)
+    return type(v) in (list, tuple) and len(v) == n and all(type(x) in (int, float) for x in v)
+
+
+def relaxed_value(e: Entry, args: tuple, kwargs: dict) -> torch.Tensor:
+    """The feed value of an entry's relaxed argument in this call."""
+    position, name, kwarg_only, dtype, length = e.relaxed
+    v = args[position] if position < len(args) and not kwarg_only else kwargs[name]
+    if length is None:
+        return torch.tensor(float(v), dtype=dtype)
+    return torch.tensor([float(x) for x in v], dtype=dtype)

@@ -1,0 +1,186 @@
+"""Tapes (python/terra/tape.py): co-executed iterations replayed without
+being recorded again, and catching up when an iteration leaves its tape.
+
+Every test compares with eager PyTorch after every step (coexec_helpers.
+compare) and checks how many iterations were replayed to their end, so a
+tape that silently stopped replaying, or replayed the wrong path, fails."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import terra
+from terra import coexec
+from terra.native import NativeModuleMissing, load
+
+try:
+    load()
+except NativeModuleMissing as exc:  # pragma: no cover - the build makes it
+    pytest.skip(str(exc), allow_module_level=True)
+
+from coexec_helpers import batches, compare, mlp, sgd_program  # noqa: E402
+
+
+def _replayed(stats: dict) -> list[bool]:
+    return [s.get("replayed", False) for s in stats["steps"] if s["phase"] == "coexec"]
+
+
+def test_a_static_step_is_replayed_after_its_first_coexecuted_iteration() -> None:
+    stats = compare(sgd_program(momentum=0.9), batches(8), max_fallbacks=0)
+    replayed = _replayed(stats)
+    assert replayed[0] is False and all(replayed[1:]) and len(replayed) >= 5, replayed
+    assert stats["replayed_iterations"] == len(replayed) - 1
+
+
+def test_tapes_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(coexec, "_TAPES_ENABLED", False)
+    stats = compare(sgd_program(), batches(6), max_fallbacks=0)
+    assert stats["replayed_iterations"] == 0 and not any(_replayed(stats))
+
+
+def test_adam_reads_and_item_are_answered_from_the_tape() -> None:
+    # torch 1.13's Adam reads its step counter (`step.item()`), which the
+    # host computes itself; the step returns `loss.item()` (a graph fetch).
+    def make() -> tuple:
+        model = mlp()
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+
+        def step(x, y):
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss.item()
+        return step, model, opt
+    stats = compare(make, batches(8), max_fallbacks=0)
+    assert sum(_replayed(stats)) >= 4
+
+
+def test_a_learning_rate_that_changes_every_step_is_fed_from_the_replay() -> None:
+    def make() -> tuple:
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.7)
+
+        def step(x, y):
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+            return loss
+        return step, model, opt
+    stats = compare(make, batches(9), max_fallbacks=0)
+    assert sum(_replayed(stats)) >= 4
+
+
+def test_random_numbers_are_drawn_on_the_host_in_a_replay() -> None:
+    def loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(model(x + torch.randn(x.shape) * 0.1), y)
+    make = sgd_program(loss=loss, model_fn=lambda: nn.Sequential(
+        nn.Linear(6, 16), nn.Dropout(0.3), nn.Tanh(), nn.Linear(16, 3)))
+    stats = compare(make, batches(8), max_fallbacks=0)
+    assert sum(_replayed(stats)) >= 4
+
+
+def test_a_branch_the_other_way_catches_up_without_a_fallback() -> None:
+    # The branch alternates: every iteration leaves the tape the previous
+    # one left, catches up (re-recording the ops replayed so far) and goes
+    # on recording; the Cursor takes the other case, no fallback.
+    def make() -> tuple:
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y, i):
+            h = model(x)
+            if i % 2:
+                h = h * 2.0
+            else:
+                h = torch.tanh(h)
+            loss = F.cross_entropy(h, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    data = [(x, y, i) for i, (x, y) in enumerate(batches(10))]
+    stats = compare(make, data, max_fallbacks=0)
+    assert stats["coexec_iterations"] >= 6 and not any(_replayed(stats))
+
+
+def test_a_read_the_tape_has_not_seen_catches_up_at_the_read() -> None:
+    # Logging every third step: the logging iteration leaves the tape at its
+    # read, the next one replays the non-logging tape again... after it was
+    # rebuilt from the logging iteration, so that one catches up at its end.
+    def make() -> tuple:
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        seen = {"n": 0}
+
+        def step(x, y):
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            seen["n"] += 1
+            if seen["n"] % 3 == 0:
+                print(f"loss {loss.item():.5f}")
+            return loss
+        return step, model, opt
+    stats = compare(make, batches(13), max_fallbacks=1)
+    replayed = _replayed(stats)
+    assert any(replayed) and not all(replayed)
+
+
+def test_a_new_batch_size_leaves_the_tape_at_its_first_op() -> None:
+    data = batches(6) + batches(3, b=5, seed=9)
+    stats = compare(sgd_program(), data, max_fallbacks=1)
+    assert stats["steps"][-1]["replayed"], stats["steps"][-3:]
+
+
+def test_values_kept_from_a_replayed_step_are_read_after_it() -> None:
+    # A placeholder that escapes a replayed step (kept in a list, read
+    # later) reads its fetch from that step's finished run (the graph
+    # publishes the loss: the step returns it).
+    kept: list = []
+
+    def make() -> tuple:
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y):
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            kept.append(loss.detach())
+            return loss
+        return step, model, opt
+    stats = compare(make, batches(8), max_fallbacks=0)
+    assert sum(_replayed(stats)) >= 4
+    eager, terra_vals = kept[0::2], kept[1::2]  # compare() runs eager, then terra, per step
+    assert len(terra_vals) == 8
+    for e, t in zip(eager, terra_vals):
+        torch.testing.assert_close(torch.as_tensor(t.numpy()), e, rtol=1e-5, atol=1e-6)
+
+
+def test_an_exception_in_a_replayed_step_leaves_state_as_eager() -> None:
+    def make() -> tuple:
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        count = {"n": 0}
+
+        def step(x, y):
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            count["n"] += 1
+            if count["n"] == 6:
+                raise ValueError("bad batch")
+            opt.step()
+            return loss
+        return step, model, opt
+    stats = compare(make, batches(9), max_fallbacks=1)
+    assert sum(_replayed(stats)) >= 3
