@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
@@ -38,7 +38,7 @@ from . import mlir_text, relax
 from .placeholder import Placeholder, Token, real
 from .loops import restrict, transitions
 from .sites import Site, is_engine_site, user_line
-from .tape import End, Entry, Tape, Untapeable, flat_inputs, matches, memory_key, relax_spec, relaxed_value, spec_of
+from .tape import End, Entry, Tape, Untapeable, flat_inputs, matches, relax_spec, relaxed_value, spec_of
 from .trace import FeedEvent, OpEvent, StateEvent, ValueRef, moves_loops
 from .tracing import _OP_INFO, ALIAS_OPS, _flat_tensors_deep, _Recorder, _tensors_in, op_info
 
@@ -258,7 +258,15 @@ class CoExecutor(_Recorder):
         for path, t in _tensors_in((call_args, call_kwargs), ()):
             self.idents.setdefault(id(t), ("arg", path))
         self.tape_keep: list = []  # real tensors made in the step (ids stay unique)
-        tape = getattr(compiled, "tape", None) if _TAPES_ENABLED else None
+        self.host_ids: dict[tuple, int] = {}  # memory key -> n, for ("host", n, ...) identities
+        # One tape per shape of the step's tensor arguments (a new batch
+        # size or sequence length makes new result shapes).
+        self.tape_key = tuple((path, tuple(t.shape), t.dtype)
+                              for path, t in _tensors_in((call_args, call_kwargs), ()))
+        # Several tapes per key: iterations that differ from their first
+        # op on (host tensors of a new shape, another first branch).
+        self.tape_choices: list = compiled.tapes.get(self.tape_key, []) if _TAPES_ENABLED else []
+        tape = self.tape_choices[0] if self.tape_choices else None
         self.tape: Optional[Tape] = tape
         self.fast = tape is not None and (tape.limit > 0 or tape.end is not None)
         self.pos = 0  # the next entry of the tape
@@ -267,6 +275,7 @@ class CoExecutor(_Recorder):
         self.relaxed_feeds: dict[int, torch.Tensor] = {}  # entry -> its relaxed scalar's feed
         self.fed_values: dict[tuple, torch.Tensor] = {}  # (entry, input) -> value fed
         self._forced: Optional[_Replayed] = None
+        self._forward: Optional[_Replayed] = None  # nodes not noted yet (_note_nodes)
         self.replaying: Optional[list] = None  # catching up: the effects the Cursor decides
         # The tape this iteration leaves (built while it is recorded).
         self.building: list[Entry] = []
@@ -926,12 +935,32 @@ class CoExecutor(_Recorder):
         i = self.idents.get(id(t))
         if i is not None:
             return i
-        return None if isinstance(t, Placeholder) else memory_key(t)
+        return None if isinstance(t, Placeholder) else self._host_ident(t)
+
+    def _host_ident(self, t: torch.Tensor) -> tuple:
+        """The identity of a real tensor that is neither state, nor a step
+        argument, nor made in the step, as the recorder sees it: state if
+        it is a state tensor's memory, else the n-th host memory used."""
+        k = self.key(t)
+        name = self.state_by_key.get(k)
+        if name is not None:
+            i: tuple = ("state", name)
+        else:
+            n = self.host_ids.get(k)
+            if n is None:
+                n = self.host_ids[k] = len(self.host_ids)
+            i = ("host", n, tuple(t.shape), tuple(t.stride()), t.dtype)
+        self.idents[id(t)] = i
+        self.tape_keep.append(t)  # its id stays its own
+        return i
 
     def _name_results(self, q: int, e: Entry, out: Any) -> None:
         """Gives entry `q`'s results their identities."""
-        if e.struct is None:
+        struct = e.struct
+        if struct is None:
             flat = (out,)
+        elif struct is list or struct is tuple:
+            flat = out
         else:
             flat = tree_flatten(out)[0]
         idents = self.idents
@@ -999,6 +1028,8 @@ class CoExecutor(_Recorder):
         """How the replay makes an entry's results (see tape.py)."""
         if isinstance(out, torch.Tensor):
             flat, e.struct = [out], None
+        elif type(out) in (list, tuple) and not any(type(o) in (list, tuple, dict) for o in out):
+            flat, e.struct = list(out), type(out)  # the common multi-result form, without pytree
         else:
             flat, e.struct = tree_flatten(out)
         recipes = []
@@ -1043,6 +1074,7 @@ class CoExecutor(_Recorder):
             end.result = [self._ident(t) for t in _flat_tensors_deep(result)]
             if any(i is None for i in end.result) or any(i == ("?",) for _, i in end.slots):
                 end = None
+        _prune_host_evals(entries[:limit])
         fed: dict[int, list[int]] = {}
         for src in self.feed_src.values():
             if src[0] == "in":
@@ -1055,20 +1087,31 @@ class CoExecutor(_Recorder):
             if e.engine and e.engine_sites:
                 lo, hi = e.engine_sites
                 e.engine_sites = tuple(events[i].site for i in range(lo, hi))
-        self.compiled.tape = Tape(entries[:limit], end, limit)
+        tape = Tape(entries[:limit], end, limit)
+        tapes = self.compiled.tapes
+        choices = tapes.pop(self.tape_key, [])
+        if len(tapes) >= _MAX_TAPES:  # the least recently made goes
+            del tapes[next(iter(tapes))]
+        # The new tape first; one that starts the same way is replaced.
+        first = _first_check(tape)
+        tapes[self.tape_key] = [tape] + [t for t in choices if _first_check(t) != first][:_MAX_TAPES - 1]
 
     # -- replaying a tape ---------------------------------------------------------------
     def _replay_op(self, func: Any, args: tuple, kwargs: dict) -> Any:
         q = self.pos
         tape = self.tape
-        if q >= tape.limit:
-            return _MISS
-        e = tape.entries[q]
-        if e.func is not func or not matches(e.spec, args, kwargs, self.idents):
-            return _MISS
+        e = tape.entries[q] if q < tape.limit else None
+        if e is None or e.func is not func or not matches(e.spec, args, kwargs, self.idents, self._host_ident):
+            if q or not self._choose_tape(lambda t: t.entries[0].func is func and matches(
+                    t.entries[0].spec, args, kwargs, self.idents, self._host_ident)):
+                return _MISS
+            tape = self.tape
+            e = tape.entries[0]
         kind = e.kind
         if kind == "mat":
             return self._replay_answer(q, e, args[0], lambda v: func(v, *args[1:], **kwargs), func, args, kwargs)
+        if self._forward is not None:
+            self._note_nodes()
         self.pos = q + 1
         self.current_site = e.site
         flat = flat_inputs(args, kwargs) if e.written or e.feeds or e.struct is not None or len(e.outs) != 1 \
@@ -1100,7 +1143,10 @@ class CoExecutor(_Recorder):
         if e.relaxed is not None:
             self.relaxed_feeds[q] = relaxed_value(e, args, kwargs)
         self._name_results(q, e, out)
-        self.replayed.append(_Replayed(e, func, args, kwargs, out, value, None))
+        r = _Replayed(e, func, args, kwargs, out, value, None)
+        self.replayed.append(r)
+        if not e.engine and kind != "pass":
+            self._forward = r
         self._emit(e.effects)
         if kind == "op" and e.host_eval and host is None:
             self._leave_fast()  # the host could not compute it this time
@@ -1131,26 +1177,40 @@ class CoExecutor(_Recorder):
                 outs.append(ph)
             else:  # "value"
                 outs.append(r[1])
-        if e.struct is None:
+        struct = e.struct
+        if struct is None:
             return outs[0]
-        return tree_unflatten(outs, e.struct)
+        if struct is list:
+            return outs
+        if struct is tuple:
+            return tuple(outs)
+        return tree_unflatten(outs, struct)
 
     def _replay_written(self, t: torch.Tensor) -> None:
         if isinstance(t, Placeholder):
             t._terra_real = None
-        else:
+        elif self.host_values:
             self.host_values.pop(self.key(t), None)
 
     def _replay_read(self, t: torch.Tensor, kind: str, call: Any) -> Any:
         """A read by a tensor method (`numpy`, `bool`, ...) from the tape."""
         q = self.pos
-        tape = self.tape
-        if q >= tape.limit:
-            return _MISS
-        e = tape.entries[q]
-        if e.kind != "mat" or e.func is not None or e.mat_kind != kind or self._ident(t) != e.spec:
-            return _MISS
-        return self._replay_answer(q, e, t, call, None, (t,), {"kind": kind})
+
+        def same(e: Entry) -> bool:
+            return e.kind == "mat" and e.func is None and e.mat_kind == kind and self._ident(t) == e.spec
+        if q >= self.tape.limit or not same(self.tape.entries[q]):
+            if q or not self._choose_tape(lambda tape: same(tape.entries[0])):
+                return _MISS
+        return self._replay_answer(q, self.tape.entries[q], t, call, None, (t,), {"kind": kind})
+
+    def _choose_tape(self, fits: Callable[[Tape], bool]) -> bool:
+        """Before the first entry: another tape of this key whose first
+        entry `fits` the call."""
+        for tape in self.tape_choices[1:]:
+            if tape.limit > 0 and fits(tape):
+                self.tape = tape
+                return True
+        return False
 
     def _replay_answer(self, q: int, e: Entry, t: torch.Tensor, call: Any, func: Any, args: tuple,
                        kwargs: dict) -> Any:
@@ -1160,6 +1220,8 @@ class CoExecutor(_Recorder):
             return _MISS
         if what == "updated-host" and self.host_values.get(self.key(t)) is None:
             return _MISS
+        if self._forward is not None:
+            self._note_nodes()
         self.pos = q + 1
         self.current_site = e.site
         self._emit(e.effects)
@@ -1189,6 +1251,14 @@ class CoExecutor(_Recorder):
                                            result))
         return result
 
+    def _note_nodes(self) -> None:
+        """The autograd nodes of the last replayed forward op's results, as
+        the recorder would have found them at this interaction."""
+        r, self._forward = self._forward, None
+        out = r.out
+        flat = (out,) if isinstance(out, torch.Tensor) else tree_flatten(out)[0]
+        r.nodes = [getattr(o, "grad_fn", None) for o in flat if isinstance(o, torch.Tensor)]
+
     def _emit(self, effects: list) -> None:
         run = self.run
         for eff in effects:
@@ -1213,6 +1283,8 @@ class CoExecutor(_Recorder):
         if not self.fast:
             return
         self.fast = False
+        if self._forward is not None:
+            self._note_nodes()
         if _TAPE_LOG:
             e = self.tape.entries[self.pos] if self.pos < len(self.tape.entries) else None
             want = "the end" if e is None else f"{e.kind} {e.name or e.mat_kind} at {user_line(e.site)}"
@@ -1225,7 +1297,7 @@ class CoExecutor(_Recorder):
                     if isinstance(o, Placeholder):
                         o._terra_real = None
         self.host_values.clear()
-        self.idents = {k: v for k, v in self.idents.items() if v[0] in ("state", "arg")}
+        self.idents = {k: v for k, v in self.idents.items() if v[0] in ("state", "arg", "host")}
         reads = (self.graph_reads, self.host_reads)
         self.replaying = []
         # Recorded as inside __torch_dispatch__: with this mode off (the
@@ -1328,20 +1400,65 @@ class CoExecutor(_Recorder):
         return trace
 
 
+def _tensor_idents(spec: Any) -> list:
+    """The identities a spec checks, in flat input order."""
+    out: list = []
+    for leaf in list(spec[0]) + [s for _, s in spec[1]]:
+        if leaf[0] == "T":
+            out.append(leaf[1])
+        elif leaf[0] == "L":
+            out.extend(x[1] for x in leaf[2] if x[0] == "T")
+    return out
+
+
+def _prune_host_evals(entries: list[Entry]) -> None:
+    """A replay computes a tiny op's value on the host only if a read the
+    host answers itself needs it (directly or through other such ops):
+    e.g. an optimizer's step counter, not every bias gradient of a narrow
+    model."""
+    needed: set = set()
+    for e in entries:
+        if e.kind == "mat" and e.answer is not None and e.answer[0] in ("known", "updated-host"):
+            needed.add(e.spec if e.func is None else _tensor_idents(e.spec)[0])
+    for q in range(len(entries) - 1, -1, -1):
+        e = entries[q]
+        if not e.host_eval or e.kind != "op":
+            continue
+        inputs = _tensor_idents(e.spec)
+        made = {(q, j) if r[0] != "same" else inputs[r[1]] for j, r in enumerate(e.outs)}
+        made.update(inputs[k] for k in e.written)
+        if made & needed:
+            needed.update(inputs)
+        else:
+            e.host_eval = False
+
+
+def _first_check(tape: Tape) -> Any:
+    """What a tape's first entry checks (tapes that start alike compete)."""
+    if not tape.entries:
+        return None
+    e = tape.entries[0]
+    return (e.func, e.kind, e.mat_kind, repr(e.spec))
+
+
 class _Replayed:
     """An entry replayed in this iteration, for catching up on it."""
 
     __slots__ = ("entry", "func", "args", "kwargs", "out", "value", "result", "site", "reached", "loops",
-                 "engine_sites")
+                 "engine_sites", "nodes")
 
     def __init__(self, entry: Entry, func: Any, args: tuple, kwargs: dict, out: Any, value: Any, result: Any):
         self.entry, self.func, self.args, self.kwargs = entry, func, args, kwargs
         self.out, self.value, self.result = out, value, result
         self.site, self.reached, self.loops = entry.site, entry.reached, entry.loops
         self.engine_sites = entry.engine_sites
+        # The autograd nodes of a forward op's results, as the next
+        # interaction found them (a later in-place op replaces grad_fn).
+        self.nodes: Optional[list] = None
 
 
 _MISS = object()
+_MAX_TAPES = 16  # per compiled graph
 # TERRA_TAPE=0 records every co-executed iteration (for comparisons).
 _TAPES_ENABLED = os.environ.get("TERRA_TAPE", "1") != "0"
 # TERRA_LOG=tape also says where each iteration leaves its tape.

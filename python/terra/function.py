@@ -181,7 +181,7 @@ class TerraFunction:
         self.stages: dict[str, str] = {}
         self._dummies: dict[str, torch.Tensor] = {}
         self._feed_shapes: dict[int, list[int]] = {}
-        self.tape: Any = None
+        self.tapes: dict = {}
 
     # -- the call ------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -407,7 +407,7 @@ class TerraFunction:
         self.graph = graph
         self.stages = dict(stages) if keep_stages else self.stages
         self.cursor = self.session.cursor()
-        self.tape = None  # the last validated iteration, replayable (tape.py)
+        self.tapes = {}  # argument shapes -> the last validated iteration's tape (tape.py)
         self._feed_shapes = {}
         self.unrolled = set(self.session.unrolled_loops)
         self.state_names = list(graph.state_names)

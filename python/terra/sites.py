@@ -166,6 +166,15 @@ AUTOGRAD_FILE = "<autograd>"
 STATE_FILE = "<state>"
 
 
+class _Node:
+    """Stands for a tensor whose autograd node is known (`grad_fn`)."""
+
+    __slots__ = ("grad_fn",)
+
+    def __init__(self, node: Any):
+        self.grad_fn = node
+
+
 class BackwardSites:
     """Gives each op the autograd engine runs a site derived from the forward
     op that created its autograd node.
@@ -203,8 +212,13 @@ class BackwardSites:
         self._assign = assign
 
     # -- forward side ------------------------------------------------------
-    def forward_outputs(self, outputs: list[torch.Tensor], site: Site) -> None:
-        """Remembers a forward op's outputs to find their autograd node later."""
+    def forward_outputs(self, outputs: list[torch.Tensor], site: Site, nodes: Optional[list] = None) -> None:
+        """Remembers a forward op's outputs to find their autograd node
+        later, or, given `nodes`, the nodes themselves (an op recorded after
+        it ran, when later in-place ops may have replaced `grad_fn`)."""
+        if nodes is not None:
+            self._recent.extend((lambda n=n: _Node(n), site) for n in nodes)
+            return
         for t in outputs:
             try:
                 self._recent.append((weakref.ref(t), site))

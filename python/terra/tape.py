@@ -11,8 +11,10 @@ read of a value), what the co-executor did about it:
 * how to check the interaction is the same one: the op, every non-tensor
   argument (type and value), and the identity of every tensor argument:
   the result `j` of interaction `q` of this iteration, a state tensor, a
-  step argument (with its shape, strides and dtype), or other host memory
-  (by address and metadata);
+  step argument (with its shape, strides and dtype), or the `n`-th other
+  host tensor the iteration uses (numbered by memory in order of first
+  use, with its metadata: the recorder feeds such a tensor's value, and
+  two uses of one memory are one value);
 * how its results were made: new placeholders (shape, strides, dtype),
   views of an argument, the argument itself (in place), or real tensors
   (aliases of real tensors, random numbers drawn on the host);
@@ -41,7 +43,7 @@ iteration; anything the recorder could not record) end the tape there.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -121,10 +123,6 @@ def flat_inputs(args: tuple, kwargs: dict) -> list:
     return out
 
 
-def memory_key(t: torch.Tensor) -> tuple:
-    return ("mem", t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
-
-
 def spec_of(args: tuple, kwargs: dict, ident: Any) -> tuple:
     """The checks of an interaction's arguments; `ident(t)` gives a
     tensor's identity (None: not replayable)."""
@@ -152,20 +150,23 @@ def relax_spec(spec: tuple, position: int, name: str, kwarg_only: bool, length: 
     return (sa, sk)
 
 
-def matches(spec: tuple, args: tuple, kwargs: dict, idents: dict) -> bool:
+def matches(spec: tuple, args: tuple, kwargs: dict, idents: dict, host: Callable[[torch.Tensor], Any]) -> bool:
+    """Whether a call's arguments pass an entry's checks; `idents` are
+    this iteration's tensor identities so far, `host(t)` identifies a
+    real tensor not among them."""
     sa, sk = spec
     if len(args) != len(sa) or len(kwargs) != len(sk):
         return False
     for v, s in zip(args, sa):
-        if not _match(v, s, idents):
+        if not _match(v, s, idents, host):
             return False
     for k, s in sk:
-        if k not in kwargs or not _match(kwargs[k], s, idents):
+        if k not in kwargs or not _match(kwargs[k], s, idents, host):
             return False
     return True
 
 
-def _match(v: Any, s: tuple, idents: dict) -> bool:
+def _match(v: Any, s: tuple, idents: dict, host: Callable[[torch.Tensor], Any]) -> bool:
     kind = s[0]
     if kind == "V":
         return type(v) is s[1] and v == s[2]
@@ -174,7 +175,7 @@ def _match(v: Any, s: tuple, idents: dict) -> bool:
         if i is None:
             if not isinstance(v, torch.Tensor) or isinstance(v, Placeholder):
                 return False
-            i = memory_key(v)
+            i = host(v)
         if i != s[1]:
             return False
         m = s[2]
@@ -182,7 +183,7 @@ def _match(v: Any, s: tuple, idents: dict) -> bool:
     if kind == "L":
         if type(v) is not s[1] or len(v) != len(s[2]):
             return False
-        return all(_match(x, y, idents) for x, y in zip(v, s[2]))
+        return all(_match(x, y, idents, host) for x, y in zip(v, s[2]))
     # "R": a relaxed scalar (or scalar list), fed to the graph
     n = s[1]
     if n is None:

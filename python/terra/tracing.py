@@ -731,6 +731,8 @@ class _Recorder(TorchDispatchMode):
         elif engine:
             for record in synthetic or [event]:
                 self.backward.engine_op(record, site)
+        elif self._forced is not None and self._forced.nodes is not None:
+            self.backward.forward_outputs(outs, site, self._forced.nodes)
         else:
             self.backward.forward_outputs(outs, site)
 

@@ -184,3 +184,27 @@ def test_an_exception_in_a_replayed_step_leaves_state_as_eager() -> None:
         return step, model, opt
     stats = compare(make, batches(9), max_fallbacks=1)
     assert sum(_replayed(stats)) >= 3
+
+
+def test_catching_up_after_an_in_place_op_keeps_backward_sites() -> None:
+    # ReLU(inplace) replaces the batch norm result's grad_fn after the op
+    # was replayed; catching up must attribute the batch norm's backward
+    # ops to the batch norm, not to the ReLU (else: a fallback).
+    def make() -> tuple:
+        model = nn.Sequential(nn.Linear(6, 16), nn.BatchNorm1d(16), nn.ReLU(inplace=True), nn.Linear(16, 3))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, y, i):
+            h = model[2](model[1](model[0](x)))
+            if i % 3 == 2:
+                h = h * 0.5
+            loss = F.cross_entropy(model[3](h), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    data = [(x, y, i) for i, (x, y) in enumerate(batches(12))]
+    stats = compare(make, data, max_fallbacks=0)
+    replayed = _replayed(stats)
+    assert any(replayed) and not all(replayed)
