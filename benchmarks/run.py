@@ -56,6 +56,9 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     ap.add_argument("--steps", type=int, default=10, help="measured steps per repeat")
     ap.add_argument("--warmup", type=int, default=3,
                     help="unmeasured steps first; at least the first call (compilation) is never timed")
+    ap.add_argument("--settle", type=int, default=2,
+                    help="unmeasured steps after terra's compiler is done (its first co-executed steps "
+                         "record what later steps replay); every mode runs them")
     ap.add_argument("--repeats", type=int, default=3, help="timed repeats of --steps steps")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="directory for results.json/.md and PNGs")
     ap.add_argument("--threads", type=int, default=None,
@@ -72,8 +75,8 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     for flag in ("steps", "repeats"):
         if getattr(args, flag) < 1:
             ap.error(f"--{flag} must be >= 1")
-    if args.warmup < 0:
-        ap.error("--warmup must be >= 0")
+    if args.warmup < 0 or args.settle < 0:
+        ap.error("--warmup and --settle must be >= 0")
     if "eager" not in args.modes:
         args.modes.insert(0, "eager")
     else:
@@ -86,10 +89,11 @@ def run(args: argparse.Namespace) -> Dict[str, object]:
     if args.threads:
         torch.set_num_threads(args.threads)
     cfg = RunConfig(size=args.size, device=args.device, seed=args.seed, steps=args.steps,
-                    warmup=args.warmup, repeats=args.repeats, rtol=args.rtol, atol=args.atol,
+                    warmup=args.warmup, settle=args.settle, repeats=args.repeats, rtol=args.rtol,
+                    atol=args.atol,
                     compile_backend=args.compile_backend)
     infos = {m: modes_mod.probe(m) for m in args.modes}
-    per_run = max(cfg.warmup, 1) + cfg.steps * cfg.repeats
+    per_run = max(cfg.warmup, 1) + cfg.settle + cfg.steps * cfg.repeats
     runnable = [m for m in args.modes if infos[m].available]
     bar = Progress(per_run * len(runnable) * len(args.programs), enabled=not args.no_progress)
     for m in args.modes:

@@ -22,6 +22,10 @@ replay runs aten ops, not the program.
 
 At the end of a validated iteration the graph's final state values are
 fetched, and only then written into the user's tensors, all at once.
+
+A committed iteration leaves a tape; the next iteration replays it without
+recording while its ops match, and catches up with the recording where
+they stop matching (tape.py).
 """
 from __future__ import annotations
 

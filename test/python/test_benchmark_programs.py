@@ -219,7 +219,7 @@ def _check_artifacts(out: Path) -> Dict[str, Any]:
 
 
 def test_harness_eager_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    rc = bench_run.main(["--programs", "dcgan,faster_rcnn", "--steps", "2", "--warmup", "1",
+    rc = bench_run.main(["--programs", "dcgan,faster_rcnn", "--steps", "2", "--warmup", "1", "--settle", "1",
                          "--repeats", "2", "--out", str(tmp_path), "--no-progress"])
     assert rc == 0
     doc = _check_artifacts(tmp_path)
@@ -231,7 +231,7 @@ def test_harness_eager_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture)
         assert eager["status"] == "ok"
         assert len(eager["samples_s"]) == 2 and eager["step_time_s"]["median"] > 0
         assert eager["step_time_s"]["min"] <= eager["step_time_s"]["median"] <= eager["step_time_s"]["max"]
-        assert len(eager["losses"]) == 1 + 2 * 2 and all(math.isfinite(x) for x in eager["losses"])
+        assert len(eager["losses"]) == 1 + 1 + 2 * 2 and all(math.isfinite(x) for x in eager["losses"])
         assert eager["speedup"] == 1.0
         if not _terra_importable():
             for mode in ("terra", "terra-serialized"):
@@ -303,7 +303,7 @@ def test_harness_terra_plumbing_with_stand_in(monkeypatch: pytest.MonkeyPatch, t
     fake = _StandInTerra()
     monkeypatch.setitem(sys.modules, "terra", fake)
     rc = bench_run.main(["--programs", "dcgan", "--modes", "eager,terra,terra-serialized", "--steps", "2",
-                         "--warmup", "1", "--repeats", "1", "--out", str(tmp_path), "--no-progress"])
+                         "--warmup", "1", "--settle", "0", "--repeats", "1", "--out", str(tmp_path), "--no-progress"])
     assert rc == 0
     assert fake.calls == {"concurrent": 3, "serialized": 3}
     doc = _check_artifacts(tmp_path)
