@@ -1097,8 +1097,9 @@ class CoExecutor(_Recorder):
         if len(tapes) >= _MAX_TAPES:  # the least recently made goes
             del tapes[next(iter(tapes))]
         # The new tape first; one that starts the same way is replaced.
-        first = _first_check(tape)
-        tapes[self.tape_key] = [tape] + [t for t in choices if _first_check(t) != first][:_MAX_TAPES - 1]
+        _chain(tape)
+        # The new tape first; an identical older one goes.
+        tapes[self.tape_key] = [tape] + [t for t in choices if t.signature != tape.signature][:_MAX_TAPES - 1]
 
     # -- replaying a tape ---------------------------------------------------------------
     def _replay_op(self, func: Any, args: tuple, kwargs: dict) -> Any:
@@ -1107,11 +1108,11 @@ class CoExecutor(_Recorder):
         e = tape.entries[q] if q < tape.limit else None
         if e is None or e.func is not func or (e.kind != "pass" and not matches(
                 e.spec, args, kwargs, self.idents, self._host_ident)):
-            if q or not self._choose_tape(lambda t: t.entries[0].func is func and matches(
-                    t.entries[0].spec, args, kwargs, self.idents, self._host_ident)):
+            if not self._choose_tape(q, lambda c: c.func is func and (c.kind == "pass" or matches(
+                    c.spec, args, kwargs, self.idents, self._host_ident))):
                 return _MISS
             tape = self.tape
-            e = tape.entries[0]
+            e = tape.entries[q]
         kind = e.kind
         if kind == "mat":
             return self._replay_answer(q, e, args[0], lambda v: func(v, *args[1:], **kwargs), func, args, kwargs)
@@ -1204,15 +1205,21 @@ class CoExecutor(_Recorder):
         def same(e: Entry) -> bool:
             return e.kind == "mat" and e.func is None and e.mat_kind == kind and self._ident(t) == e.spec
         if q >= self.tape.limit or not same(self.tape.entries[q]):
-            if q or not self._choose_tape(lambda tape: same(tape.entries[0])):
+            if not self._choose_tape(q, same):
                 return _MISS
         return self._replay_answer(q, self.tape.entries[q], t, call, None, (t,), {"kind": kind})
 
-    def _choose_tape(self, fits: Callable[[Tape], bool]) -> bool:
-        """Before the first entry: another tape of this key whose first
-        entry `fits` the call."""
-        for tape in self.tape_choices[1:]:
-            if tape.limit > 0 and fits(tape):
+    def _choose_tape(self, q: int, fits: Callable[[Entry], bool]) -> bool:
+        """Another tape of this key that agrees with the current one on
+        entries 0..q-1 (checks, results and run effects: what was replayed
+        so far is a replay of it too) and whose entry `q` `fits` the call:
+        an iteration that takes another branch than its tape replays the
+        tape of an earlier iteration that took it."""
+        here = self.tape.entries[q - 1].chain if q else None
+        for tape in self.tape_choices:
+            if tape is self.tape or tape.limit <= q:
+                continue
+            if (q == 0 or tape.entries[q - 1].chain == here) and fits(tape.entries[q]):
                 self.tape = tape
                 return True
         return False
@@ -1350,7 +1357,14 @@ class CoExecutor(_Recorder):
         tape = self.tape
         end = tape.end
         if end is None or self.pos != len(tape.entries):
-            return None
+            # Another tape that agrees so far and ends here.
+            q = self.pos
+            here = tape.entries[q - 1].chain if q and q <= len(tape.entries) else None
+            tape = next((t for t in self.tape_choices if t is not tape and t.end is not None
+                         and len(t.entries) == q and (q == 0 or t.entries[q - 1].chain == here)), None)
+            if tape is None:
+                return None
+            self.tape, end = tape, tape.end
         flat = list(_flat_tensors_deep(result))
         if [self._ident(t) for t in flat] != end.result:
             return None
@@ -1438,12 +1452,20 @@ def _prune_host_evals(entries: list[Entry]) -> None:
             e.host_eval = False
 
 
-def _first_check(tape: Tape) -> Any:
-    """What a tape's first entry checks (tapes that start alike compete)."""
-    if not tape.entries:
-        return None
-    e = tape.entries[0]
-    return (e.func, e.kind, e.mat_kind, repr(e.spec))
+def _chain(tape: Tape) -> None:
+    """Each entry's `chain`: a digest of the entries up to it (what they
+    check, how they make results, what they send and answer, their sites
+    and loop contexts, which a catch-up records), so two tapes
+    whose entries agree up to `q` are told from the digests at `q`; the
+    tape's `signature` also covers its end."""
+    h = 0
+    for e in tape.entries:
+        h = hash((h, e.func, e.kind, e.mat_kind, repr(e.spec), repr(e.outs), repr(e.effects), repr(e.answer),
+                  e.written, e.feeds, e.host_eval, repr(e.relaxed), e.site, repr(e.loops), e.engine_sites))
+        e.chain = h
+    end = tape.end
+    tape.signature = (h, tape.limit, None if end is None else repr(
+        (end.effects, end.slots, end.dropped, end.commits, end.returns, end.result)))
 
 
 class _Replayed:

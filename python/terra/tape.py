@@ -55,7 +55,7 @@ class Entry:
 
     __slots__ = ("kind", "func", "name", "spec", "outs", "struct", "effects", "site", "reached",
                  "loops", "engine", "engine_sites", "host_eval", "written", "relaxed", "answer",
-                 "mat_kind", "events", "feeds")
+                 "mat_kind", "events", "feeds", "chain")
 
     def __init__(self, kind: str, func: Any, spec: Any):
         self.kind = kind  # "op", "rng", "pass", "mat", "stop"
@@ -77,6 +77,7 @@ class Entry:
         self.mat_kind = ""
         self.events = (0, 0)  # trace events appended while it was handled
         self.feeds: tuple = ()  # flat input indices fed to the graph (values taken on entry)
+        self.chain = 0  # digest of the tape up to this entry (coexec._chain)
 
 
 class End:
@@ -95,12 +96,13 @@ class End:
 
 
 class Tape:
-    __slots__ = ("entries", "end", "limit")
+    __slots__ = ("entries", "end", "limit", "signature")
 
     def __init__(self, entries: list[Entry], end: Optional[End], limit: int):
         self.entries = entries
         self.end = end  # None: the tape stops before the end
         self.limit = limit  # entries before this index can be replayed
+        self.signature: Any = None  # the whole tape's digest (coexec._chain)
 
 
 class Untapeable(Exception):
