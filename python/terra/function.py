@@ -165,7 +165,9 @@ class TerraFunction:
         # Program loops (loops.py): trip counts seen per loop, the loops
         # that are graph loops (their trip count varied), and loops that
         # stay unrolled because graph loops could not express them.
-        self.loop_trips: dict[Any, set[int]] = {}
+        # Per program loop, the sequences of trip counts its runs took in
+        # each trace; more than one: a graph loop (loops.trip_counts).
+        self.loop_trips: dict[Any, set[tuple[int, ...]]] = {}
         self.dynamic_loops: set = set()
         self.blocked_loops: set = set()
         # Compiled state, used by CoExecutor.
@@ -295,9 +297,9 @@ class TerraFunction:
         """Merges `trace` into the TraceGraph; returns whether the graph
         changed, or None after giving up (eager from now on)."""
         for site, counts in loops.trip_counts(ev.loops for ev in trace.events if moves_loops(ev)).items():
-            self.loop_trips.setdefault(site, set()).update(counts)
-        dynamic = {site for site, counts in self.loop_trips.items()
-                   if len(counts) > 1 and site not in self.blocked_loops}
+            self.loop_trips.setdefault(site, set()).add(counts)
+        dynamic = {site for site, seqs in self.loop_trips.items()
+                   if _trips_vary(seqs) and site not in self.blocked_loops}
         if dynamic != self.dynamic_loops:
             # A loop's trip count varied: it becomes a loop of the graph
             # (terra.loop_* markers) in every trace, so the TraceGraph is
@@ -587,6 +589,15 @@ class _BackgroundCompile:
             self._thread.join()
         assert self._outcome is not None, "the compilation has not finished"
         return self._outcome
+
+
+def _trips_vary(seqs: set[tuple[int, ...]]) -> bool:
+    """Whether a loop's runs took different trip counts in different
+    traces: two sequences (run order) that differ where both have a run. A
+    trace with fewer runs (a branch that skips one) does not make a loop
+    vary."""
+    seqs = list(seqs)
+    return any(x != y for i, a in enumerate(seqs) for b in seqs[i + 1:] for x, y in zip(a, b))
 
 
 @contextlib.contextmanager

@@ -209,9 +209,13 @@ def restrict(ctx: Context, loops: Any) -> Context:
     return tuple(level for level in ctx if level.site in loops)
 
 
-def trip_counts(contexts: Iterable[Context]) -> dict[Site, set[int]]:
+def trip_counts(contexts: Iterable[Context]) -> dict[Site, tuple[int, ...]]:
     """For each loop, the trip counts of its runs (iterations that issued
-    an event) over a trace's event contexts."""
+    an event) over a trace's event contexts, in the order the runs began.
+    A loop whose runs take different counts within one iteration but the
+    same sequence of counts every iteration (a `Sequential` loop run for
+    blocks of two and three layers) is fixed; only a sequence that changes
+    between iterations makes it a graph loop (TerraFunction._merge)."""
     runs: dict[tuple[Site, tuple], set[int]] = {}
     for ctx in contexts:
         for depth, level in enumerate(ctx):
@@ -219,7 +223,7 @@ def trip_counts(contexts: Iterable[Context]) -> dict[Site, set[int]]:
             # enclosing loop.
             run = (level.site, tuple((lv.activation, lv.iteration) for lv in ctx[:depth]) + (level.activation,))
             runs.setdefault(run, set()).add(level.iteration)
-    out: dict[Site, set[int]] = {}
-    for (site, _), iterations in runs.items():
-        out.setdefault(site, set()).add(len(iterations))
-    return out
+    out: dict[Site, list[int]] = {}
+    for (site, _), iterations in runs.items():  # dicts keep the order runs began
+        out.setdefault(site, []).append(len(iterations))
+    return {site: tuple(counts) for site, counts in out.items()}
