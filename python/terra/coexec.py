@@ -1267,9 +1267,12 @@ class CoExecutor(_Recorder):
         """The autograd nodes of the last replayed forward op's results, as
         the recorder would have found them at this interaction."""
         r, self._forward = self._forward, None
-        out = r.out
-        flat = (out,) if isinstance(out, torch.Tensor) else tree_flatten(out)[0]
-        r.nodes = [getattr(o, "grad_fn", None) for o in flat if isinstance(o, torch.Tensor)]
+        out, struct = r.out, r.entry.struct
+        if struct is None:
+            r.nodes = [out.grad_fn] if isinstance(out, torch.Tensor) else []
+            return
+        flat = out if struct is list or struct is tuple else tree_flatten(out)[0]
+        r.nodes = [o.grad_fn for o in flat if isinstance(o, torch.Tensor)]
 
     def _emit(self, effects: list) -> None:
         run = self.run
@@ -1373,18 +1376,23 @@ class CoExecutor(_Recorder):
             return None
         self._emit(end.effects)
         self.run.finish_host()
-        commits = []
-        for name, fid, inst in end.commits:
-            v = self._fetch_point(fid, inst)
-            if v is None:
-                return self._replay_end_failed(result)
-            commits.append((name, v))
-        returns = []
-        for i, fid, inst in end.returns:
-            v = self._fetch_point(fid, inst)
-            if v is None:
-                return self._replay_end_failed(result)
-            returns.append((i, v))
+        run, serialized, from_numpy = self.run, self.serialized, torch.from_numpy
+        values = []
+        with self.pause():
+            for _, fid, inst in end.commits + end.returns:
+                if serialized:
+                    run.start()
+                arr = run.fetch(fid, inst)
+                if serialized:
+                    run.wait_idle()
+                if arr is None:
+                    break
+                values.append(from_numpy(arr))
+        if len(values) != len(end.commits) + len(end.returns):
+            return self._replay_end_failed(result)
+        n = len(end.commits)
+        commits = [(c[0], v) for c, v in zip(end.commits, values)]
+        returns = [(r[0], v) for r, v in zip(end.returns, values[n:])]
         status = self.run.wait()
         self.run_result = status
         if status[0] != "ok":
@@ -1397,13 +1405,15 @@ class CoExecutor(_Recorder):
         for i, v in returns:
             if flat[i]._terra_real is None:
                 flat[i]._terra_real = v
-        run, escapes, idents = self.run, end.escapes, self.idents
-        for func, args, kwargs, out, _ in self.log:
-            for o in ([out] if isinstance(out, torch.Tensor) else tree_flatten(out)[0]):
-                if isinstance(o, Placeholder) and o._terra_real is None and o._terra_resolve is None:
-                    hit = escapes.get(idents.get(id(o)))
-                    if hit is not None:
-                        o._terra_resolve = lambda run=run, fid=hit[0], inst=hit[1]: _from_fetch(run, fid, inst)
+        replayed = self.replayed  # entry q was replayed as replayed[q]
+        for where, (fid, inst) in end.escapes.items():
+            if not (isinstance(where, tuple) and len(where) == 2 and isinstance(where[0], int)):
+                continue
+            out = replayed[where[0]].out
+            flat = (out,) if isinstance(out, torch.Tensor) else tree_flatten(out)[0]
+            o = flat[where[1]] if where[1] < len(flat) else None
+            if isinstance(o, Placeholder) and o._terra_real is None and o._terra_resolve is None:
+                o._terra_resolve = lambda run=run, fid=fid, inst=inst: _from_fetch(run, fid, inst)
         self.log.clear()
         self.keepalive.clear()
         return self.trace
@@ -1471,17 +1481,20 @@ def _chain(tape: Tape) -> None:
 class _Replayed:
     """An entry replayed in this iteration, for catching up on it."""
 
-    __slots__ = ("entry", "func", "args", "kwargs", "out", "value", "result", "site", "reached", "loops",
-                 "engine_sites", "nodes")
+    __slots__ = ("entry", "func", "args", "kwargs", "out", "value", "result", "nodes")
 
     def __init__(self, entry: Entry, func: Any, args: tuple, kwargs: dict, out: Any, value: Any, result: Any):
         self.entry, self.func, self.args, self.kwargs = entry, func, args, kwargs
         self.out, self.value, self.result = out, value, result
-        self.site, self.reached, self.loops = entry.site, entry.reached, entry.loops
-        self.engine_sites = entry.engine_sites
         # The autograd nodes of a forward op's results, as the next
         # interaction found them (a later in-place op replaces grad_fn).
         self.nodes: Optional[list] = None
+
+    # What the recorder takes from the entry when catching up (tracing.py).
+    site = property(lambda self: self.entry.site)
+    reached = property(lambda self: self.entry.reached)
+    loops = property(lambda self: self.entry.loops)
+    engine_sites = property(lambda self: self.entry.engine_sites)
 
 
 _MISS = object()

@@ -68,14 +68,17 @@ class Placeholder(torch.Tensor):
         r = torch.Tensor._make_wrapper_subclass(cls, shape, strides=stride, storage_offset=offset,
                                                 dtype=dtype, device="cpu", requires_grad=False)
         r._terra_token = token if token is not None else Token()
-        r._terra_addr = None
-        r._terra_base = None
-        r._terra_key = None
-        r._terra_sig = None
-        r._terra_real = None
-        r._terra_resolve = None
-        r._terra_where = ""
-        return r
+        return r  # the other attributes start as the class defaults below
+
+    # Defaults of the per-placeholder attributes `__new__` sets (`make`
+    # sets only the token: replays make many placeholders).
+    _terra_addr = None
+    _terra_base = None
+    _terra_key = None
+    _terra_sig = None
+    _terra_real = None
+    _terra_resolve = None
+    _terra_where = ""
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # noqa: D105
         if _recording():
