@@ -87,7 +87,8 @@ def main() -> int:
     print(f"epoch time  eager: {' '.join(f'{t * 1e3:.0f}ms' for t in t_eager)}")
     print(f"            terra: {' '.join(f'{t * 1e3:.0f}ms' for t in t_terra)}")
     print(f"last-epoch speedup over eager: {t_eager[-1] / t_terra[-1]:.2f}x")
-    print(f"phases: {s['tracing_iterations']} traced, {s['coexec_iterations']} co-executed, "
+    print(f"phases: {s['tracing_iterations']} traced, {s['coexec_iterations']} co-executed "
+          f"({s['replayed_iterations']} replayed from a tape), "
           f"{s['eager_iterations']} eager; {s['fallbacks']} fallbacks, {s['regenerations']} regenerations, "
           f"compile {s['compile_time_s']:.2f}s")
     for f in s["fallback_log"]:

@@ -293,6 +293,7 @@ class CoExecutor(_Recorder):
         self._b_host = False
         self._b_answer: Any = None
         self._last_fetch: Optional[tuple] = None
+        self.eager_threads = 0  # torch threads for eager work after a deviation (set by the function)
 
     # -- recording hooks -------------------------------------------------------
     def problem(self, text: str) -> None:
@@ -817,6 +818,8 @@ class CoExecutor(_Recorder):
         if self.deviation is not None:
             return
         self.deviation = (reason, site)
+        if self.eager_threads and torch.get_num_threads() != self.eager_threads:
+            torch.set_num_threads(self.eager_threads)  # the rest runs eagerly (function._host_threads)
         self.run.cancel()
         if self.run_result is None:
             self.run_result = self.run.wait()

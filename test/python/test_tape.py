@@ -265,3 +265,35 @@ def test_replaying_gives_bit_for_bit_what_recording_gives(monkeypatch: pytest.Mo
     flat_t = params_t.values() if isinstance(params_t, dict) else params_t
     for a, b in zip(flat_t, flat_r):
         assert torch.equal(a, b)
+
+
+def test_co_execution_runs_torch_single_threaded_and_restores_it() -> None:
+    # The host computes almost nothing while a step co-executes; torch's
+    # spinning OpenMP workers would take the graph's cores. Eager work after
+    # a deviation, and everything after the step, gets the caller's setting.
+    seen: list = []
+
+    def make() -> tuple:
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y, i):
+            seen.append(torch.get_num_threads())
+            loss = F.cross_entropy(model(x), y)
+            if i == 6:
+                loss = loss + torch.nonzero(y).float().sum() * 0.0  # a new op: a deviation
+                seen.append(("after deviation", torch.get_num_threads()))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        data = [(x, y, i) for i, (x, y) in enumerate(batches(8))]
+        compare(make, data, max_fallbacks=1)
+        assert torch.get_num_threads() == 2
+        assert 1 in seen and ("after deviation", 2) in seen, seen
+    finally:
+        torch.set_num_threads(before)
