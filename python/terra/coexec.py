@@ -949,7 +949,7 @@ class CoExecutor(_Recorder):
         argument, nor made in the step, as the recorder sees it: state if
         it is a state tensor's memory, else the n-th host memory used."""
         k = self.key(t)
-        name = self.state_by_key.get(k)
+        name = self.state_name_of(t)
         if name is not None:
             i: tuple = ("state", name)
         else:

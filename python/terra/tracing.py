@@ -190,27 +190,17 @@ class _Recorder(TorchDispatchMode):
         self._real_shapes: dict[ValueRef, tuple] = {}  # of tainted values
         self._last_call: Any = None
         self._dims_upto = 0
-        # Persistent state at the start of the call.
-        self.initial: dict[str, Key] = {}
-        self.state_by_key: dict[Key, str] = {}
-        self.state_bases: dict[tuple, str] = {}
         self.state_reads: dict[str, ValueRef] = {}
-        # Tensor arguments of the call, by where they sit in (args, kwargs).
-        self.arg_paths: dict[Key, tuple] = {}
         self.initial_tensors: dict[str, torch.Tensor] = {}
         # The state slots at the end of the step (`finish`), for the commit.
         self.final_slots: list[Any] = []
         # Memory of fed tensors written in place (base -> shape).
         self.written_feeds: dict[tuple, list[int]] = {}
+        self._call = (call_args, call_kwargs)
+        self._indexed: Optional[tuple] = None  # see _index
+        self._state_ptrs: Optional[dict] = None  # see state_name_of
         try:
             self.initial_tensors = registry.tensors()
-            for name, t in self.initial_tensors.items():
-                k = self.key(t)
-                self.initial[name] = k
-                self.state_by_key.setdefault(k, name)
-                self.state_bases.setdefault(self.base(t), name)
-            for path, t in _tensors_in((call_args, call_kwargs), ()):
-                self.arg_paths.setdefault(self.key(t), (("args", "kwargs")[path[0]],) + path[1:])
         except Exception as exc:  # e.g. a sparse parameter: still run the step
             self.problem(f"cannot identify the state or arguments: {exc!r}")
         self.backward = BackwardSites(self._leaf_name)
@@ -229,6 +219,63 @@ class _Recorder(TorchDispatchMode):
         self._site_info: Any = None
         self._written_now: list = []  # tensors the op being dispatched writes
         self._record_from: Optional[int] = None
+
+    # Persistent state at the start of the call and the call's tensor
+    # arguments, by memory: indexed when first needed (a replayed iteration,
+    # coexec.py, usually never needs them).
+    @property
+    def initial(self) -> dict[str, Key]:
+        return (self._indexed or self._index())[0]
+
+    @property
+    def state_by_key(self) -> dict[Key, str]:
+        return (self._indexed or self._index())[1]
+
+    @property
+    def state_bases(self) -> dict[tuple, str]:
+        return (self._indexed or self._index())[2]
+
+    @property
+    def arg_paths(self) -> dict[Key, tuple]:
+        """Tensor arguments of the call, by where they sit in (args, kwargs)."""
+        return (self._indexed or self._index())[3]
+
+    def _index(self) -> tuple:
+        initial: dict[str, Key] = {}
+        by_key: dict[Key, str] = {}
+        bases: dict[tuple, str] = {}
+        arg_paths: dict[Key, tuple] = {}
+        self._indexed = (initial, by_key, bases, arg_paths)
+        try:
+            for name, t in self.initial_tensors.items():
+                k = self.key(t)
+                initial[name] = k
+                by_key.setdefault(k, name)
+                bases.setdefault(self.base(t), name)
+            for path, t in _tensors_in(self._call, ()):
+                arg_paths.setdefault(self.key(t), (("args", "kwargs")[path[0]],) + path[1:])
+        except Exception as exc:  # e.g. a sparse parameter: still run the step
+            self.problem(f"cannot identify the state or arguments: {exc!r}")
+        return self._indexed
+
+    def state_name_of(self, t: torch.Tensor) -> Optional[str]:
+        """The state slot whose tensor at the start of the call has `t`'s
+        memory and metadata, without indexing every state tensor's key."""
+        if self._indexed is not None:
+            return self._indexed[1].get(self.key(t))
+        ptrs = self._state_ptrs
+        if ptrs is None:
+            ptrs = self._state_ptrs = {}
+            for name, s in self.initial_tensors.items():
+                if s.numel():
+                    ptrs.setdefault(s.data_ptr(), []).append(name)
+        if not t.numel():
+            return None
+        k = self.key(t)
+        for name in ptrs.get(t.data_ptr(), ()):
+            if self.key(self.initial_tensors[name]) == k:
+                return name
+        return None
 
     # -- identity ----------------------------------------------------------
     @staticmethod
