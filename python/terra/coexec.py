@@ -1123,8 +1123,7 @@ class CoExecutor(_Recorder):
             self._note_nodes()
         self.pos = q + 1
         self.current_site = e.site
-        flat = flat_inputs(args, kwargs) if e.written or e.feeds or e.struct is not None or len(e.outs) != 1 \
-            or e.outs[0][0] in ("same", "view") else None
+        flat = flat_inputs(args, kwargs) if e.needs_flat else None
         for k in e.feeds:  # a fed value is taken when the op reads it
             t = flat[k]
             self.fed_values[(q, k)] = t.terra_real if isinstance(t, Placeholder) else t
@@ -1135,7 +1134,7 @@ class CoExecutor(_Recorder):
             out = self._run_host_rng(func, e.name, args, kwargs)
             if isinstance(out, Placeholder):
                 value = out._terra_real
-        elif kind == "pass" or e.outs[0][0] == "real":
+        elif kind == "pass" or e.real:
             out = func(*args, **kwargs)
             if kind != "pass":
                 self.log.append((func, args, kwargs, out, e.site))
@@ -1156,7 +1155,8 @@ class CoExecutor(_Recorder):
         self.replayed.append(r)
         if not e.engine and kind != "pass":
             self._forward = r
-        self._emit(e.effects)
+        if e.effects:
+            self._emit(e.effects)
         if kind == "op" and e.host_eval and host is None:
             self._leave_fast()  # the host could not compute it this time
         return out
@@ -1473,6 +1473,9 @@ def _chain(tape: Tape) -> None:
     tape's `signature` also covers its end."""
     h = 0
     for e in tape.entries:
+        e.needs_flat = bool(e.written or e.feeds or e.struct is not None or len(e.outs) != 1
+                            or e.outs[0][0] in ("same", "view"))
+        e.real = any(r[0] == "real" for r in e.outs)
         h = hash((h, e.func, e.kind, e.mat_kind, repr(e.spec), repr(e.outs), repr(e.effects), repr(e.answer),
                   e.written, e.feeds, e.host_eval, repr(e.relaxed), e.site, repr(e.loops), e.engine_sites))
         e.chain = h
