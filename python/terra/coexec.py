@@ -612,6 +612,9 @@ class CoExecutor(_Recorder):
         if self.replaying is not None:
             self.replaying.append((effect, value))
             return
+        self._send_now(effect, value)
+
+    def _send_now(self, effect: tuple, value: Optional[torch.Tensor]) -> None:
         kind = effect[0]
         if kind == "case":
             self.run.send_case(effect[1], effect[2])
@@ -1349,13 +1352,7 @@ class CoExecutor(_Recorder):
             self._deviate("the host left the recorded path where the replayed signals no longer hold")
             return
         for effect, value in decided[len(sent):]:
-            kind = effect[0]
-            if kind == "case":
-                self.run.send_case(effect[1], effect[2])
-            elif kind == "loop":
-                self.run.send_loop(effect[1], effect[2])
-            else:
-                self.run.feed(effect[1], tensor_spec(value))
+            self._send_now(effect, value)
 
     def _replay_end(self, result: Any) -> Optional[Any]:
         """The end of a fully replayed iteration, or None if it differs

@@ -114,9 +114,10 @@ def test_a_branch_the_other_way_switches_tapes_or_catches_up() -> None:
 
 
 def test_a_read_the_tape_has_not_seen_catches_up_at_the_read() -> None:
-    # Logging every third step: the logging iteration leaves the tape at its
-    # read, the next one replays the non-logging tape again... after it was
-    # rebuilt from the logging iteration, so that one catches up at its end.
+    # Logging every third step: the first logging iteration leaves its tape
+    # at the read it has not seen and catches up there (no fallback once the
+    # graph publishes the value); its own tape agrees with the other one up
+    # to the read, so later logging iterations switch tapes there.
     def make() -> tuple:
         model = mlp()
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
