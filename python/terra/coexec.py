@@ -259,14 +259,15 @@ class CoExecutor(_Recorder):
         self.idents: dict[int, tuple] = {}
         for name, t in now.items():
             self.idents.setdefault(id(t), ("state", name))
-        for path, t in _tensors_in((call_args, call_kwargs), ()):
-            self.idents.setdefault(id(t), ("arg", path))
-        self.tape_keep: list = []  # real tensors made in the step (ids stay unique)
-        self.host_ids: dict[tuple, int] = {}  # memory key -> n, for ("host", n, ...) identities
         # One tape per shape of the step's tensor arguments (a new batch
         # size or sequence length makes new result shapes).
-        self.tape_key = tuple((path, tuple(t.shape), t.dtype)
-                              for path, t in _tensors_in((call_args, call_kwargs), ()))
+        key = []
+        for path, t in _tensors_in((call_args, call_kwargs), ()):
+            self.idents.setdefault(id(t), ("arg", path))
+            key.append((path, tuple(t.shape), t.dtype))
+        self.tape_key = tuple(key)
+        self.tape_keep: list = []  # real tensors made in the step (ids stay unique)
+        self.host_ids: dict[tuple, int] = {}  # memory key -> n, for ("host", n, ...) identities
         # Several tapes per key: iterations that differ from their first
         # op on (host tensors of a new shape, another first branch).
         self.tape_choices: list = compiled.tapes.get(self.tape_key, []) if _TAPES_ENABLED else []
@@ -289,6 +290,7 @@ class CoExecutor(_Recorder):
         self.b_pending: list = []  # effects between entries
         self.b_end: Optional[End] = None
         self.b_flat: list = []
+        self._b_call: tuple = ((), {})  # the call of the entry being built
         self.feed_src: dict[int, Any] = {}  # feed event -> where its value comes from
         self._b_host = False
         self._b_answer: Any = None
@@ -344,19 +346,18 @@ class CoExecutor(_Recorder):
         self.pending.pop(id(record), None)
 
     def _dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        if self.b_depth:  # inside an interaction being recorded
+            return self._dispatch_recorded(func, args, kwargs)
+        info = _OP_INFO.get(func) or op_info(func)
+        if self.paused or not info.aten or threading.get_ident() != self.thread:
+            return func(*args, **kwargs)  # not the program's op: neither recorded nor replayed
         if self.fast:
-            info = _OP_INFO.get(func) or op_info(func)
-            if self.paused or not info.aten or threading.get_ident() != self.thread:
-                return func(*args, **kwargs)
             out = self._replay_op(func, args, kwargs)
             if out is not _MISS:
                 return out
             self._leave_fast()
-        if self.b_limit is not None or self.b_depth:
+        if self.b_limit is not None:  # no tape is being built any more
             return self._dispatch_recorded(func, args, kwargs)
-        info = _OP_INFO.get(func) or op_info(func)
-        if self.paused or not info.aten or threading.get_ident() != self.thread:
-            return func(*args, **kwargs)
         e = self._b_begin(func, args, kwargs)
         self.b_depth += 1
         try:
@@ -704,15 +705,21 @@ class CoExecutor(_Recorder):
         return value
 
     def _fetch_point(self, fid: int, inst: int) -> Optional[torch.Tensor]:
+        arr = self._fetch_array(fid, inst)
+        if arr is None:
+            return None
+        with self.pause():
+            return torch.from_numpy(arr)
+
+    def _fetch_array(self, fid: int, inst: int) -> Any:
+        """A fetch point's value as the run hands it over (None: the run
+        failed); a serialized run computes it now."""
         if self.serialized:
             self.run.start()
         arr = self.run.fetch(fid, inst)
         if self.serialized:
             self.run.wait_idle()
-        if arr is None:
-            return None
-        with self.pause():
-            return torch.from_numpy(arr)
+        return arr
 
     def _catch_up(self) -> None:
         """Validates everything recorded so far (backward sites resolved), so
@@ -901,7 +908,7 @@ class CoExecutor(_Recorder):
         return trace
 
     def _commit(self, trace: Any, values: dict[int, torch.Tensor], result: Any,
-                points: Optional[dict[int, tuple]] = None) -> None:
+                points: dict[int, tuple]) -> None:
         end = self.b_end if self.b_limit is None else None
         slots = {s.name: s for s in self.final_slots}
         for k, f in enumerate(trace.fetches):
@@ -987,7 +994,6 @@ class CoExecutor(_Recorder):
             spec = None
         e = Entry("stop", func, spec)
         e.effects, self.b_pending = self.b_pending, []
-        e.events = (len(self.trace.events), 0)
         self.building.append(e)
         self.b_current = e
         self.b_flat = flat_inputs(args, kwargs)
@@ -1009,7 +1015,6 @@ class CoExecutor(_Recorder):
         if self._site_info is not None:
             e.site, e.reached, e.loops = self._site_info
         e.engine = e.site is not None and is_engine_site(e.site, e.reached)
-        e.events = (e.events[0], len(self.trace.events))
         if e.engine and self._record_from is not None:
             e.engine_sites = (self._record_from, len(self.trace.events))  # sites filled in at the end
         e.host_eval = self._b_host
@@ -1102,7 +1107,6 @@ class CoExecutor(_Recorder):
         choices = tapes.pop(self.tape_key, [])
         if len(tapes) >= _MAX_TAPES:  # the least recently made goes
             del tapes[next(iter(tapes))]
-        # The new tape first; one that starts the same way is replaced.
         _chain(tape)
         # The new tape first; an identical older one goes.
         tapes[self.tape_key] = [tape] + [t for t in choices if t.signature != tape.signature][:_MAX_TAPES - 1]
@@ -1376,18 +1380,13 @@ class CoExecutor(_Recorder):
             return None
         self._emit(end.effects)
         self.run.finish_host()
-        run, serialized, from_numpy = self.run, self.serialized, torch.from_numpy
         values = []
-        with self.pause():
+        with self.pause():  # once for all the end's fetches
             for _, fid, inst in end.commits + end.returns:
-                if serialized:
-                    run.start()
-                arr = run.fetch(fid, inst)
-                if serialized:
-                    run.wait_idle()
+                arr = self._fetch_array(fid, inst)
                 if arr is None:
                     break
-                values.append(from_numpy(arr))
+                values.append(torch.from_numpy(arr))
         if len(values) != len(end.commits) + len(end.returns):
             return self._replay_end_failed(result)
         n = len(end.commits)
@@ -1405,7 +1404,7 @@ class CoExecutor(_Recorder):
         for i, v in returns:
             if flat[i]._terra_real is None:
                 flat[i]._terra_real = v
-        replayed = self.replayed  # entry q was replayed as replayed[q]
+        run, replayed = self.run, self.replayed  # entry q was replayed as replayed[q]
         for where, (fid, inst) in end.escapes.items():
             if not (isinstance(where, tuple) and len(where) == 2 and isinstance(where[0], int)):
                 continue

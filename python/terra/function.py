@@ -165,8 +165,9 @@ class TerraFunction:
         # Program loops (loops.py): trip counts seen per loop, the loops
         # that are graph loops (their trip count varied), and loops that
         # stay unrolled because graph loops could not express them.
-        # Per program loop, the sequences of trip counts its runs took in
-        # each trace; more than one: a graph loop (loops.trip_counts).
+        # Per program loop, the sequence of trip counts its runs took in
+        # each trace (loops.trip_counts); sequences that differ run by run
+        # make it a graph loop (_trips_vary).
         self.loop_trips: dict[Any, set[tuple[int, ...]]] = {}
         self.dynamic_loops: set = set()
         self.blocked_loops: set = set()
@@ -594,7 +595,7 @@ class _BackgroundCompile:
 
 
 @contextlib.contextmanager
-def _host_threads(n: int) -> Iterator[None]:
+def _host_threads(n: int) -> Iterator[int]:
     """torch's intra-op threads while a step co-executes. The host computes
     almost nothing then (random numbers, tiny host-evaluated ops, the
     commit's copies), but each of those parallel regions leaves torch's

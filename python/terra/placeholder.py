@@ -45,40 +45,29 @@ class Placeholder(torch.Tensor):
     @staticmethod
     def __new__(cls, meta: torch.Tensor, token: Optional[Token] = None, device: Any = "cpu",
                 offset: Optional[int] = None):
-        r = torch.Tensor._make_wrapper_subclass(
-            cls, meta.shape, strides=meta.stride(),
-            storage_offset=meta.storage_offset() if offset is None else offset,
-            dtype=meta.dtype, device=device, requires_grad=False)
-        r._terra_token = token if token is not None else Token()
-        # A view of real memory (e.g. `w.t()` of a parameter) is identified
-        # like the real view would be: its address and its base's identity.
-        r._terra_addr = None
-        r._terra_base = None
-        r._terra_key = None  # the recorder's identity, cached (tracing.key)
-        r._terra_sig = None  # the meta cache's view of it (coexec._signature)
-        r._terra_real = None
-        r._terra_resolve = None  # () -> torch.Tensor, for escaped values
-        r._terra_where = ""      # the op that produced it, for errors
-        return r
+        return cls.make(meta.shape, meta.stride(), meta.storage_offset() if offset is None else offset,
+                        meta.dtype, token, device)
 
     @classmethod
     def make(cls, shape: tuple, stride: tuple, offset: int, dtype: torch.dtype,
-             token: Optional[Token] = None) -> "Placeholder":
+             token: Optional[Token] = None, device: Any = "cpu") -> "Placeholder":
         """A placeholder from its metadata (no meta tensor needed)."""
         r = torch.Tensor._make_wrapper_subclass(cls, shape, strides=stride, storage_offset=offset,
-                                                dtype=dtype, device="cpu", requires_grad=False)
+                                                dtype=dtype, device=device, requires_grad=False)
         r._terra_token = token if token is not None else Token()
         return r  # the other attributes start as the class defaults below
 
-    # Defaults of the per-placeholder attributes `__new__` sets (`make`
-    # sets only the token: replays make many placeholders).
+    # Defaults of the per-placeholder attributes (set on an instance when
+    # they change; a replay makes many placeholders).
+    # A view of real memory (e.g. `w.t()` of a parameter) is identified like
+    # the real view would be: its address and its base's identity.
     _terra_addr = None
     _terra_base = None
-    _terra_key = None
-    _terra_sig = None
+    _terra_key = None  # the recorder's identity, cached (tracing.key)
+    _terra_sig = None  # the meta cache's view of it (coexec._signature)
     _terra_real = None
-    _terra_resolve = None
-    _terra_where = ""
+    _terra_resolve = None  # () -> torch.Tensor, for escaped values
+    _terra_where = ""  # the op that produced it, for errors
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # noqa: D105
         if _recording():

@@ -55,7 +55,7 @@ class Entry:
 
     __slots__ = ("kind", "func", "name", "spec", "outs", "struct", "effects", "site", "reached",
                  "loops", "engine", "engine_sites", "host_eval", "written", "relaxed", "answer",
-                 "mat_kind", "events", "feeds", "chain", "needs_flat", "real")
+                 "mat_kind", "feeds", "chain", "needs_flat", "real")
 
     def __init__(self, kind: str, func: Any, spec: Any):
         self.kind = kind  # "op", "rng", "pass", "mat", "stop"
@@ -75,7 +75,6 @@ class Entry:
         self.relaxed: Any = None  # (position, kwarg name, dtype, list length or None)
         self.answer: Any = None  # how a read was answered
         self.mat_kind = ""
-        self.events = (0, 0)  # trace events appended while it was handled
         self.feeds: tuple = ()  # flat input indices fed to the graph (values taken on entry)
         self.chain = 0  # digest of the tape up to this entry (coexec._chain)
         # For the replay, set when the tape is made (coexec._chain): whether

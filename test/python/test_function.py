@@ -927,18 +927,9 @@ def test_a_loop_with_fixed_trip_counts_per_run_stays_unrolled() -> None:
     # Blocks of two and three layers run through the same Sequential loop
     # (one loop site, runs of 3, 2, 3 iterations): the sequence is the same
     # every step, so the loop is not a graph loop (no loop signals).
-    def make() -> tuple:
-        model = nn.Sequential(nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 8)),
-                              nn.Sequential(nn.Linear(8, 8), nn.Tanh()),
-                              nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 3)))
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-
-        def step(x, y):
-            loss = F.cross_entropy(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-        return step, model, opt
+    make = sgd_program(model_fn=lambda: nn.Sequential(
+        nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 8)),
+        nn.Sequential(nn.Linear(8, 8), nn.Tanh()),
+        nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 3))))
     stats = compare(make, batches(8), max_fallbacks=0)
     assert stats["graph_loops"] == [], stats["graph_loops"]
