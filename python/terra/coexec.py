@@ -36,7 +36,6 @@ from typing import Any, Callable, Optional
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
-from torch.utils._python_dispatch import _get_current_dispatch_mode, _pop_mode, _push_mode
 
 from . import mlir_text, relax
 from .placeholder import Placeholder, Token, real
@@ -603,7 +602,8 @@ class CoExecutor(_Recorder):
         if self.b_limit is None:
             if effect[0] == "feed" and effect[2] is None:
                 # A fed value the tape cannot find again.
-                self.b_limit = len(self.building) - (1 if self.b_current is not None else 0)
+                self._b_stop(len(self.building) - (1 if self.b_current is not None else 0),
+                             "a fed value the tape cannot find again")
             elif self.b_current is not None:
                 self.b_current.effects.append(effect)
             elif self.b_end is not None:
@@ -1034,10 +1034,18 @@ class CoExecutor(_Recorder):
                 self._name_results(q, e, out)
             else:
                 raise Untapeable(e.kind)
-        except (Untapeable, StopIteration):
+        except (Untapeable, StopIteration) as exc:
             e.kind = "stop"
             if self.b_limit is None:
-                self.b_limit = q
+                self._b_stop(q, f"{e.name or e.kind}: {exc or 'a result not among the arguments'}")
+
+    def _b_stop(self, q: int, why: str) -> None:
+        """The tape being built ends before entry `q`."""
+        self.b_limit = q
+        if _TAPE_LOG:
+            e = self.building[q] if q < len(self.building) else None
+            where = f" at {user_line(e.site)}" if e is not None and e.site is not None else ""
+            print(f"[terra] tape ends at entry {q}{where}: {why}", file=sys.stderr, flush=True)
 
     def _recipes(self, e: Entry, out: Any, flat_in: list) -> None:
         """How the replay makes an entry's results (see tape.py)."""
@@ -1327,9 +1335,9 @@ class CoExecutor(_Recorder):
         self.replaying = []
         # Recorded as inside __torch_dispatch__: with this mode off (the
         # recorder's own torch calls must not come back to it).
-        outside = _get_current_dispatch_mode() is self
+        outside = self.mode_on()
         if outside:
-            _pop_mode()
+            self.mode_off()
         try:
             for r in replayed:
                 self._forced = r
@@ -1344,7 +1352,7 @@ class CoExecutor(_Recorder):
                     break
         finally:
             if outside:
-                _push_mode(self)
+                self.mode_back()
             decided, self.replaying = self.replaying, None
             self.graph_reads, self.host_reads = reads
         if self.deviation is not None:

@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sys
 import threading
 import types
 from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch._C import _len_torch_dispatch_stack, _set_torch_dispatch_mode
+from torch.utils._python_dispatch import (TorchDispatchMode, _get_current_dispatch_mode, _pop_mode,
+                                          _push_mode, _TorchDispatchStackMode)
 
 from . import mlir_text, relax, sizes
 from .loops import LoopCounter
@@ -38,6 +41,9 @@ from .placeholder import Placeholder
 from .state import StateRegistry
 from .trace import (ArgSource, ConstSource, FeedEvent, FetchEvent, Materialization, OpEvent,
                     StateEvent, StateSource, TensorType, Trace, ValueRef, module_text)
+
+# TERRA_DIRECT_DISPATCH=0 uses torch's own mode stack handler (_DirectMode).
+_DIRECT = os.environ.get("TERRA_DIRECT_DISPATCH", "1") != "0"
 
 # Ops that only make a new Python view of the same memory (or touch only
 # autograd metadata): their output keeps its input's provenance.
@@ -148,6 +154,36 @@ class TraceProblem(Exception):
     """Why an op cannot be recorded faithfully (kept in Trace.problems)."""
 
 
+class _DirectMode:
+    """The handler torch calls for every op while a recorder is the only
+    dispatch mode: torch's own stack handler (`_TorchDispatchStackMode`)
+    pops and pushes the mode around every op through a context manager,
+    ~1 us per op in torch 1.13; this one only switches the handler off
+    while the recorder runs. The recorder stays on torch's mode stack, so
+    a mode the program pushes on top of it is seen here (the stack is
+    longer) and handled the standard way from then on."""
+
+    __slots__ = ("rec",)
+
+    def __init__(self, rec: "_Recorder"):
+        self.rec = rec
+
+    def __torch_dispatch__(self, func: Any, types_: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
+        if _len_torch_dispatch_stack() != 1:
+            return _STACK_MODE.__torch_dispatch__(func, types_, args, kwargs)
+        _set_torch_dispatch_mode(None)
+        rec = self.rec
+        rec.inside += 1
+        try:
+            return rec.__torch_dispatch__(func, types_, args, kwargs)
+        finally:
+            rec.inside -= 1
+            _set_torch_dispatch_mode(self)
+
+
+_STACK_MODE = _TorchDispatchStackMode()
+
+
 class _Recorder(TorchDispatchMode):
     """Records one call of the step function."""
 
@@ -160,6 +196,8 @@ class _Recorder(TorchDispatchMode):
         self.stop = stop
         self.paused = 0
         self.thread = threading.get_ident()
+        self.inside = 0  # depth of _DirectMode calls
+        self._direct: Optional[_DirectMode] = None
         self.producers: dict[Key, ValueRef] = {}
         self.views: dict[tuple, set[Key]] = {}
         self.stale: set[Key] = set()
@@ -324,6 +362,32 @@ class _Recorder(TorchDispatchMode):
 
     def _set_site(self, record: OpEvent, site: Site) -> None:
         record.site = site
+
+    # -- the dispatch mode ------------------------------------------------------
+    def __enter__(self) -> "_Recorder":
+        _push_mode(self)
+        if _DIRECT and _len_torch_dispatch_stack() == 1:
+            self._direct = _DirectMode(self)
+            _set_torch_dispatch_mode(self._direct)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._direct = None
+        _pop_mode()
+
+    def mode_on(self) -> bool:
+        """Whether this thread's ops come to this recorder now (it is
+        active and its handler is not running)."""
+        return _get_current_dispatch_mode() is self and self.inside == 0
+
+    def mode_off(self) -> None:
+        """Takes this recorder off (after `mode_on()`), for `mode_back`."""
+        _pop_mode()
+
+    def mode_back(self) -> None:
+        _push_mode(self)
+        if self._direct is not None and _len_torch_dispatch_stack() == 1:
+            _set_torch_dispatch_mode(self._direct)
 
     @contextlib.contextmanager
     def pause(self) -> Iterator[None]:
