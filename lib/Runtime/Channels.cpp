@@ -1,32 +1,35 @@
 //===- Channels.cpp - Host <-> graph communication ------------------------===//
 #include "terra/Runtime/Channels.h"
 
+#include <algorithm>
+
 using namespace terra::rt;
 using Clock = std::chrono::steady_clock;
 
-void Channels::sendFeed(int64_t point, Tensor value) {
+template <typename T>
+void Channels::send(std::map<int64_t, std::deque<T>> &queues, int64_t point,
+                    T value) {
+  bool awaited;
   {
     std::lock_guard<std::mutex> lock(mu);
-    feeds[point].push_back(std::move(value));
+    queues[point].push_back(std::move(value));
+    awaited = std::find(graphWaits.begin(), graphWaits.end(),
+                        std::make_pair(static_cast<const void *>(&queues),
+                                       point)) != graphWaits.end();
   }
-  cv.notify_all();
+  if (awaited)
+    graphCv.notify_all();
+}
+
+void Channels::sendFeed(int64_t point, Tensor value) {
+  send(feeds, point, std::move(value));
 }
 
 void Channels::sendCase(int64_t point, uint32_t index) {
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    cases[point].push_back(index);
-  }
-  cv.notify_all();
+  send(cases, point, index);
 }
 
-void Channels::sendLoop(int64_t point, bool next) {
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    loops[point].push_back(next);
-  }
-  cv.notify_all();
-}
+void Channels::sendLoop(int64_t point, bool next) { send(loops, point, next); }
 
 template <typename T>
 bool Channels::receive(std::map<int64_t, std::deque<T>> &queues, int64_t point,
@@ -39,10 +42,13 @@ bool Channels::receive(std::map<int64_t, std::deque<T>> &queues, int64_t point,
   auto ready = [&] { return cancelled || hostDone || queued(); };
   if (!ready()) {
     Clock::time_point start = Clock::now();
+    auto waiting = std::make_pair(static_cast<const void *>(&queues), point);
+    graphWaits.push_back(waiting);
     graphWaiting = true;
-    cv.notify_all(); // a host in waitGraphIdle may go on
-    cv.wait(lock, ready);
-    graphWaiting = false;
+    hostCv.notify_all(); // a host in waitGraphIdle may go on
+    graphCv.wait(lock, ready);
+    graphWaits.erase(std::find(graphWaits.begin(), graphWaits.end(), waiting));
+    graphWaiting = !graphWaits.empty();
     graphStall += Clock::now() - start;
   }
   if (cancelled || !queued())
@@ -68,7 +74,7 @@ void Channels::publishFetch(int64_t point, Tensor value) {
     std::lock_guard<std::mutex> lock(mu);
     fetches[point].push_back(std::move(value));
   }
-  cv.notify_all();
+  hostCv.notify_all();
 }
 
 bool Channels::waitFetch(int64_t point, uint64_t instance, Tensor &out) {
@@ -83,7 +89,7 @@ bool Channels::waitFetch(int64_t point, uint64_t instance, Tensor &out) {
   };
   if (!ready()) {
     Clock::time_point start = Clock::now();
-    cv.wait(lock, ready);
+    hostCv.wait(lock, ready);
     hostStall += Clock::now() - start;
   }
   auto it = fetches.find(point);
@@ -96,7 +102,7 @@ bool Channels::waitFetch(int64_t point, uint64_t instance, Tensor &out) {
 void Channels::waitGraphIdle() {
   std::unique_lock<std::mutex> lock(mu);
   Clock::time_point start = Clock::now();
-  cv.wait(lock, [&] { return graphWaiting || cancelled || closed; });
+  hostCv.wait(lock, [&] { return graphWaiting || cancelled || closed; });
   hostStall += Clock::now() - start;
 }
 
@@ -105,7 +111,8 @@ void Channels::raise(bool &flag) {
     std::lock_guard<std::mutex> lock(mu);
     flag = true;
   }
-  cv.notify_all();
+  graphCv.notify_all();
+  hostCv.notify_all();
 }
 
 void Channels::cancel() { raise(cancelled); }

@@ -987,6 +987,24 @@ class CoExecutor(_Recorder):
                 if not isinstance(o, Placeholder):
                     self.tape_keep.append(o)
 
+    def _name_replayed(self, e: Entry, out: Any) -> None:
+        """`_name_results` for a replayed entry (identities made with the tape)."""
+        struct = e.struct
+        idents = self.idents
+        if struct is None:
+            i = e.ids[0]
+            if i is not None and isinstance(out, torch.Tensor):
+                idents[id(out)] = i
+                if type(out) is not Placeholder:
+                    self.tape_keep.append(out)
+            return
+        flat = out if struct is list or struct is tuple else tree_flatten(out)[0]
+        for o, i in zip(flat, e.ids):
+            if i is not None and isinstance(o, torch.Tensor):
+                idents[id(o)] = i
+                if type(o) is not Placeholder:
+                    self.tape_keep.append(o)
+
     def _b_begin(self, func: Any, args: tuple, kwargs: dict) -> Entry:
         try:
             spec = spec_of(args, kwargs, self._ident) if func is not None else self._ident(args[0])
@@ -1159,13 +1177,17 @@ class CoExecutor(_Recorder):
         if kind == "op":
             host = self._host_eval(func, e.name, args, kwargs, out) if e.host_eval else None
             for k in e.written:
-                self._replay_written(flat[k])
+                t = flat[k]
+                if type(t) is Placeholder:
+                    t._terra_real = None
+                else:
+                    self._replay_written(t)
             if host is not None:
                 self._host_result = host
                 self._apply_host_result()
         if e.relaxed is not None:
             self.relaxed_feeds[q] = relaxed_value(e, args, kwargs)
-        self._name_results(q, e, out)
+        self._name_replayed(e, out)
         r = _Replayed(e, func, args, kwargs, out, value, None)
         self.replayed.append(r)
         if not e.engine and kind != "pass":
@@ -1181,7 +1203,9 @@ class CoExecutor(_Recorder):
         for r in e.outs:
             k = r[0]
             if k == "new":
-                ph = Placeholder.make(r[1], r[2], r[3], r[4])
+                ph = _make_wrapper(Placeholder, r[1], strides=r[2], storage_offset=r[3], dtype=r[4],
+                                   device="cpu", requires_grad=False)
+                ph._terra_token = Token()
                 ph._terra_where = r[5]
                 outs.append(ph)
             elif k == "same":
@@ -1469,6 +1493,9 @@ def _prune_host_evals(entries: list[Entry]) -> None:
             e.host_eval = False
 
 
+_make_wrapper = torch.Tensor._make_wrapper_subclass  # Placeholder.make, inlined in the replay
+
+
 def _chain(tape: Tape) -> None:
     """Each entry's `chain`: a digest of the entries up to it (what they
     check, how they make results, what they send and answer, their sites
@@ -1476,7 +1503,8 @@ def _chain(tape: Tape) -> None:
     whose entries agree up to `q` are told from the digests at `q`; the
     tape's `signature` also covers its end."""
     h = 0
-    for e in tape.entries:
+    for q, e in enumerate(tape.entries):
+        e.ids = tuple(None if r[0] == "same" else (q, j) for j, r in enumerate(e.outs))
         e.needs_flat = bool(e.written or e.feeds or e.struct is not None or len(e.outs) != 1
                             or e.outs[0][0] in ("same", "view"))
         e.real = any(r[0] == "real" for r in e.outs)

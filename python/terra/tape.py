@@ -55,7 +55,7 @@ class Entry:
 
     __slots__ = ("kind", "func", "name", "spec", "outs", "struct", "effects", "site", "reached",
                  "loops", "engine", "engine_sites", "host_eval", "written", "relaxed", "answer",
-                 "mat_kind", "feeds", "chain", "needs_flat", "real")
+                 "mat_kind", "feeds", "chain", "needs_flat", "real", "ids")
 
     def __init__(self, kind: str, func: Any, spec: Any):
         self.kind = kind  # "op", "rng", "pass", "mat", "stop"
@@ -81,6 +81,7 @@ class Entry:
         # it needs the call's flat tensor list, and whether it runs for real.
         self.needs_flat = True
         self.real = False
+        self.ids: tuple = ()  # per result: its identity (q, j), None for "same"
 
 
 class End:
@@ -163,6 +164,19 @@ def matches(spec: tuple, args: tuple, kwargs: dict, idents: dict, host: Callable
     if len(args) != len(sa) or len(kwargs) != len(sk):
         return False
     for v, s in zip(args, sa):
+        # The common checks inline: a tensor made in this iteration (or
+        # already identified) and a plain value.
+        kind = s[0]
+        if kind == "T" and s[2] is None:
+            i = idents.get(id(v))
+            if i is not None:
+                if i != s[1]:
+                    return False
+                continue
+        elif kind == "V":
+            if type(v) is not s[1] or v != s[2]:
+                return False
+            continue
         if not _match(v, s, idents, host):
             return False
     for k, s in sk:

@@ -18,6 +18,8 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 namespace terra::rt {
 
@@ -66,9 +68,18 @@ private:
   template <typename T>
   bool receive(std::map<int64_t, std::deque<T>> &queues, int64_t point,
                T &out);
+  /// Queues a host value; wakes the graph only if it waits for this one.
+  template <typename T>
+  void send(std::map<int64_t, std::deque<T>> &queues, int64_t point, T value);
 
   mutable std::mutex mu;
-  std::condition_variable cv;
+  /// The graph waits on `graphCv`, the host on `hostCv`: a host sends many
+  /// values the graph does not wait for yet, and waking the graph for each
+  /// (a futex call, a context switch on a busy core) cost the host
+  /// microseconds per value.
+  std::condition_variable graphCv, hostCv;
+  /// What blocked graph receives wait for: (queue, point).
+  std::vector<std::pair<const void *, int64_t>> graphWaits;
   std::map<int64_t, std::deque<Tensor>> feeds;
   std::map<int64_t, std::deque<uint32_t>> cases;
   std::map<int64_t, std::deque<bool>> loops;
