@@ -37,13 +37,14 @@ from typing import Any, Callable, Optional
 import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-from . import mlir_text, relax
+from . import mlir_text, relax, sizes
 from .placeholder import Placeholder, Token, real
 from .loops import restrict, transitions
 from .sites import Site, is_engine_site, user_line
-from .tape import End, Entry, Tape, Untapeable, flat_inputs, matches, relax_spec, relaxed_value, spec_of
+from .tape import (End, Entry, Tape, Untapeable, flat_inputs, form_matches, matches, relax_spec, relaxed_value,
+                   schema_tensors, spec_of)
 from .trace import FeedEvent, OpEvent, StateEvent, ValueRef, moves_loops
-from .tracing import _OP_INFO, ALIAS_OPS, _flat_tensors_deep, _Recorder, _tensors_in, op_info
+from .tracing import _OP_INFO, ALIAS_OPS, _flat_tensors, _flat_tensors_deep, _Recorder, _tensors_in, op_info
 
 
 class Deviation(Exception):
@@ -121,6 +122,10 @@ _META_CACHE: dict[Any, Any] = {}
 _MISSING = object()  # ops returning nothing cache None
 
 
+# Ops without a meta kernel -> the rule that infers their results instead.
+_RULE_ONLY: dict = {}
+
+
 def infer_meta(func: Any, args: tuple, kwargs: dict) -> Any:
     """The op's outputs as meta tensors (shapes, strides, dtypes), cached by
     the op and its inputs' metadata."""
@@ -129,13 +134,19 @@ def infer_meta(func: Any, args: tuple, kwargs: dict) -> Any:
     hit = _META_CACHE.get(sig, _MISSING)
     if hit is _MISSING:
         margs, mkwargs = tree_map(_to_meta, args), tree_map(_to_meta, kwargs)
-        try:
-            hit = func(*margs, **mkwargs)
-        except Exception as exc:
-            rule = _META_RULES.get(str(func)) or _like_input_rule(func) or _foreach_rule(func)
-            if rule is None:
-                raise MetaUnavailable(f"{func} has no meta kernel ({type(exc).__name__})") from exc
+        rule = _RULE_ONLY.get(func)
+        if rule is not None:  # its meta kernel failed before: an exception costs ~0.5 ms
             hit = rule(*margs, **mkwargs)
+        else:
+            try:
+                hit = func(*margs, **mkwargs)
+            except Exception as exc:
+                rule = _META_RULES.get(str(func)) or _like_input_rule(func) or _foreach_rule(func)
+                if rule is None:
+                    raise MetaUnavailable(f"{func} has no meta kernel ({type(exc).__name__})") from exc
+                if isinstance(exc, NotImplementedError):  # no meta kernel at all (not a bad argument)
+                    _RULE_ONLY[func] = rule
+                hit = rule(*margs, **mkwargs)
         _META_CACHE[sig] = hit
     return hit
 
@@ -223,7 +234,9 @@ class CoExecutor(_Recorder):
     def __init__(self, compiled: Any, registry: Any, call_args: tuple, call_kwargs: dict,
                  stop: Any, serialized: bool = False):
         super().__init__(registry, call_args, call_kwargs, stop)
-        self.track_dynamic_dims = False  # the graph's types came from the traces
+        # Data-dependent dims are tracked as in tracing: a tape replays the
+        # values they flow into by shape inference (Entry.infer).
+        self.track_dynamic_dims = True
         self.compiled = compiled
         self.cursor = compiled.cursor
         self.cursor.reset()
@@ -281,6 +294,7 @@ class CoExecutor(_Recorder):
         self._forced: Optional[_Replayed] = None
         self._forward: Optional[_Replayed] = None  # nodes not noted yet (_note_nodes)
         self.replaying: Optional[list] = None  # catching up: the effects the Cursor decides
+        self._missed = ""  # TERRA_LOG=tape: the interaction a replay could not match
         # The tape this iteration leaves (built while it is recorded).
         self.building: list[Entry] = []
         self.b_limit: Optional[int] = None  # first entry that cannot be replayed
@@ -748,12 +762,24 @@ class CoExecutor(_Recorder):
     def materialize(self, t: torch.Tensor, kind: str, call: Any, site: Optional[Site] = None) -> Any:
         forced = self._forced
         if forced is not None:
-            # Catching up: the replay read the value already.
+            # Catching up: the replay read the value already. A read by a
+            # tensor method is an entry of the tape this iteration leaves,
+            # as it would have been live.
             self._catch_up()
+            top = forced.func is None and self.b_limit is None and self.b_depth == 0
+            if top:
+                e = self._b_begin(None, (t,), {})
+                e.kind, e.mat_kind = "mat", kind
+                self._site_info = (forced.site, forced.reached, forced.loops)
+                self._b_answer = forced.entry.answer
             if isinstance(t, Placeholder) and forced.value is not None:
                 t._terra_real = forced.value
             self.loop_context = forced.loops
-            return super().materialize(t, kind, lambda _: forced.result, site or forced.site)
+            result = super().materialize(t, kind, lambda _: forced.result, site or forced.site)
+            if top:
+                self.b_current = None
+                self._b_end(e, None)
+            return result
         if self.fast:
             if site is None:
                 r = self._replay_read(t, kind, call)
@@ -1045,10 +1071,17 @@ class CoExecutor(_Recorder):
                 e.answer = self._b_answer
                 if e.func is not None:
                     e.mat_kind = "item"
-            elif e.kind in ("op", "rng", "pass"):
+            elif e.kind in ("op", "rng", "pass", "masked"):
+                masked = e.kind == "masked"
+                if masked:
+                    if any(isinstance(m, Placeholder) for m in self._b_call[0][1]):
+                        raise Untapeable("a boolean mask the graph computes")
+                    e.kind = "op"
                 flat_in = self.b_flat
                 e.written = tuple(next(k for k, x in enumerate(flat_in) if x is w) for w in self._written_now)
                 self._recipes(e, out, flat_in)
+                if e.kind == "op":
+                    self._shape_polymorphic(e, out, masked)
                 self._name_results(q, e, out)
             else:
                 raise Untapeable(e.kind)
@@ -1100,6 +1133,65 @@ class CoExecutor(_Recorder):
             raise Untapeable("real and placeholder results")
         e.outs = tuple(recipes)
 
+    def _shape_polymorphic(self, e: Entry, out: Any, masked: bool) -> None:
+        """Marks an entry whose results have data-dependent sizes (a boolean
+        mask's count and what it flows into, recorded as dynamic dims):
+        the replay infers their shapes from its own arguments, and the
+        size arguments that refer to such dims are checked against them
+        (tape.form_matches) instead of by value."""
+        taint = self._taint
+        if not taint and not masked:
+            return
+        producers = self.producers
+        infer = masked or any(isinstance(o, Placeholder) and producers.get(self.key(o)) in taint
+                              for o in _flat_tensors(out))
+        forms: dict = {}
+        if e.name in sizes.SIZE_ARGS and self._record_from is not None:
+            events = self.trace.events
+            ev = next((events[i] for i in range(len(events) - 1, self._record_from - 1, -1)
+                       if isinstance(events[i], OpEvent) and events[i].name == e.name), None)
+            if ev is not None:
+                own = len(ev.inputs) - ev.args.get(sizes.SHAPE_OPERANDS, 0)
+                for aname in sizes.SIZE_ARGS[e.name]:
+                    form = ev.args.get(aname)
+                    syms = [form] if isinstance(form, sizes.SymDim) else \
+                        [x for x in form if isinstance(x, sizes.SymDim)] if isinstance(form, list) else []
+                    if not any(x.operand >= own or x.dim in taint.get(ev.inputs[x.operand], ()) for x in syms):
+                        continue  # a static size: checked by value
+                    if any(x.operand >= own for x in syms):
+                        raise Untapeable("a data-dependent size taken from a value that is not an operand")
+                    forms[aname] = form
+        if forms:
+            args, kwargs = self._b_call
+            sa, sk = e.spec
+            sa, sk = list(sa), list(sk)
+            keyed: dict = {}
+            for i, aname, kwarg_only, _, _ in op_info(e.func).args:
+                if aname not in forms:
+                    continue
+                if i < len(args) and not kwarg_only:
+                    sa[i] = ("F", type(args[i]), None)
+                    keyed[i] = forms[aname]
+                else:
+                    sk = [(k, ("F", type(kwargs[k]), None) if k == aname else leaf) for k, leaf in sk]
+                    keyed[aname] = forms[aname]
+            e.spec = (tuple(sa), tuple(sk))
+            e.forms = keyed
+            infer = True
+        if infer:
+            if any(r[0] == "real" for r in e.outs):
+                raise Untapeable("real results with data-dependent sizes")
+            e.infer = True
+            e.outs = tuple(r if r[0] in ("same", "value") else ("infer",) for r in e.outs)
+
+    def _forms_match(self, e: Entry, func: Any, args: tuple, kwargs: dict) -> bool:
+        tensors = schema_tensors(func, args, kwargs, op_info(func).args)
+        for key, form in e.forms.items():
+            v = args[key] if type(key) is int else kwargs.get(key)
+            if not form_matches(form, v, tensors):
+                return False
+        return True
+
     def _leave_tape(self, result: Any) -> None:
         """After a committed iteration recorded live: its tape, for the next."""
         if not _TAPES_ENABLED:
@@ -1142,14 +1234,26 @@ class CoExecutor(_Recorder):
         q = self.pos
         tape = self.tape
         e = tape.entries[q] if q < tape.limit else None
-        if e is None or e.func is not func or (e.kind != "pass" and not matches(
-                e.spec, args, kwargs, self.idents, self._host_ident)):
-            if not self._choose_tape(q, lambda c: c.func is func and (c.kind == "pass" or matches(
-                    c.spec, args, kwargs, self.idents, self._host_ident))):
+        if e is None or e.func is not func or (e.kind != "pass" and not (matches(
+                e.spec, args, kwargs, self.idents, self._host_ident) and (
+                    e.forms is None or self._forms_match(e, func, args, kwargs)))):
+            if _TAPE_LOG:
+                self._missed = f"{op_info(func).name}" + ("" if e is None or e.func is not func else " (other arguments)")
+            if not self._choose_tape(q, lambda c: c.func is func and (c.kind == "pass" or (matches(
+                    c.spec, args, kwargs, self.idents, self._host_ident) and (
+                        c.forms is None or self._forms_match(c, func, args, kwargs))))):
                 return _MISS
             tape = self.tape
             e = tape.entries[q]
         kind = e.kind
+        inferred = None
+        if e.infer:  # data-dependent sizes: shapes from these arguments
+            try:
+                inferred = self._placeholders(func, e.name, args, kwargs)
+            except Exception as exc:  # noqa: BLE001 - recorded live, it deviates or raises as it should
+                if _TAPE_LOG:
+                    self._missed = f"{e.name} whose shape inference failed ({exc})"
+                return _MISS
         if kind == "mat":
             return self._replay_answer(q, e, args[0], lambda v: func(v, *args[1:], **kwargs), func, args, kwargs)
         if self._forward is not None:
@@ -1172,7 +1276,7 @@ class CoExecutor(_Recorder):
             if kind != "pass":
                 self.log.append((func, args, kwargs, out, e.site))
         else:
-            out = self._make_results(e, flat)
+            out = self._make_results(e, flat) if inferred is None else inferred
             self.log.append((func, args, kwargs, out, e.site))
         if kind == "op":
             host = self._host_eval(func, e.name, args, kwargs, out) if e.host_eval else None
@@ -1345,7 +1449,9 @@ class CoExecutor(_Recorder):
         if _TAPE_LOG:
             e = self.tape.entries[self.pos] if self.pos < len(self.tape.entries) else None
             want = "the end" if e is None else f"{e.kind} {e.name or e.mat_kind} at {user_line(e.site)}"
-            print(f"[terra] tape left at entry {self.pos} of {len(self.tape.entries)}: expected {want}",
+            got, self._missed = self._missed, ""
+            print(f"[terra] tape left at entry {self.pos} of {len(self.tape.entries)}: expected {want}"
+                  + (f", got {got}" if got else ""),
                   file=sys.stderr, flush=True)
         replayed, self.replayed = self.replayed, []
         for r in replayed:  # values are recomputed in order
@@ -1412,28 +1518,27 @@ class CoExecutor(_Recorder):
             return None
         self._emit(end.effects)
         self.run.finish_host()
-        values = []
-        with self.pause():  # once for all the end's fetches
-            for _, fid, inst in end.commits + end.returns:
-                arr = self._fetch_array(fid, inst)
-                if arr is None:
-                    break
-                values.append(torch.from_numpy(arr))
-        if len(values) != len(end.commits) + len(end.returns):
-            return self._replay_end_failed(result)
-        n = len(end.commits)
-        commits = [(c[0], v) for c, v in zip(end.commits, values)]
-        returns = [(r[0], v) for r, v in zip(end.returns, values[n:])]
+        if self.serialized:
+            self.run.start()
         status = self.run.wait()
         self.run_result = status
         if status[0] != "ok":
             return self._replay_end_failed(result)
         by_name = {s.name: s for s in slots}
-        for name, v in commits:
-            by_name[name].set(v)
+        with self.pause():  # once for all the end's fetches
+            # Every value is fetched before the state is written (all of it
+            # or none: a failure deviates, replaying from the old state).
+            returns = [self.run.fetch(fid, inst) for _, fid, inst in end.returns]
+            late = None if any(a is None for a in returns) else self._commit_direct(end.commits, by_name)
+            if late is None:
+                return self._replay_end_failed(result)
+            # Published (fetch_into saw every commit), so no fetch fails now.
+            for name, fid, inst in late:
+                by_name[name].set(torch.from_numpy(self.run.fetch(fid, inst)))
+            returns = [torch.from_numpy(arr) for arr in returns]
         for name in end.dropped:
             by_name[name].set(None)
-        for i, v in returns:
+        for (i, _, _), v in zip(end.returns, returns):
             if flat[i]._terra_real is None:
                 flat[i]._terra_real = v
         run, replayed = self.run, self.replayed  # entry q was replayed as replayed[q]
@@ -1448,6 +1553,31 @@ class CoExecutor(_Recorder):
         self.log.clear()
         self.keepalive.clear()
         return self.trace
+
+    def _commit_direct(self, commits: list, by_name: dict) -> Optional[list]:
+        """Commits the run's final state values that can be copied straight
+        into the program's tensors (Run.fetch_into): gradients and optimizer
+        state that keep their tensor. Parameters and buffers are copied by
+        torch (`copy_`), which also bumps their version counters as eager's
+        in-place updates do (autograd checks them on saved tensors). Returns
+        the commits left to the slots' setters, or None if a value was
+        never published."""
+        direct, late = [], []
+        for c in commits:
+            cur = by_name[c[0]].get() if c[0].startswith(("grad:", "optim:")) else None
+            if cur is None or type(cur) is not torch.Tensor or cur.device.type != "cpu":
+                late.append(c)
+                continue
+            direct.append((c, cur))
+        if not direct:
+            return late
+        items = [(fid, inst, t.data_ptr(), mlir_text.element_type(t.dtype), list(t.shape), list(t.stride()))
+                 for (_, fid, inst), t in direct]
+        copied = self.run.fetch_into(items)
+        if copied is None:
+            return None
+        late += [c for (c, _), ok in zip(direct, copied) if not ok]
+        return late
 
     def _replay_end_failed(self, result: Any) -> Any:
         """The graph failed while a replayed iteration ended: record the

@@ -55,7 +55,7 @@ class Entry:
 
     __slots__ = ("kind", "func", "name", "spec", "outs", "struct", "effects", "site", "reached",
                  "loops", "engine", "engine_sites", "host_eval", "written", "relaxed", "answer",
-                 "mat_kind", "feeds", "chain", "needs_flat", "real", "ids")
+                 "mat_kind", "feeds", "chain", "needs_flat", "real", "ids", "infer", "forms")
 
     def __init__(self, kind: str, func: Any, spec: Any):
         self.kind = kind  # "op", "rng", "pass", "mat", "stop"
@@ -82,6 +82,13 @@ class Entry:
         self.needs_flat = True
         self.real = False
         self.ids: tuple = ()  # per result: its identity (q, j), None for "same"
+        # Results whose shapes follow data-dependent sizes (a boolean mask's
+        # count, and what it flows into): made by shape inference on the
+        # replay's own arguments, not from the recipe's shapes.
+        self.infer = False
+        # Size arguments that refer to data-dependent dims: arg index or
+        # name -> recorded form (sizes.py), checked against the operands.
+        self.forms: Optional[dict] = None
 
 
 class End:
@@ -199,6 +206,8 @@ def _match(v: Any, s: tuple, idents: dict, host: Callable[[torch.Tensor], Any]) 
             return False
         m = s[2]
         return m is None or (v.dtype == m[2] and tuple(v.shape) == m[0] and tuple(v.stride()) == m[1])
+    if kind == "F":  # a symbolic size: its type here, its entries in form_matches
+        return type(v) is s[1]
     if kind == "L":
         if type(v) is not s[1] or len(v) != len(s[2]):
             return False
@@ -208,6 +217,54 @@ def _match(v: Any, s: tuple, idents: dict, host: Callable[[torch.Tensor], Any]) 
     if n is None:
         return type(v) in (int, float)
     return type(v) in (list, tuple) and len(v) == n and all(type(x) in (int, float) for x in v)
+
+
+def schema_tensors(func: Any, args: tuple, kwargs: dict, arg_info: Any) -> list:
+    """An op's tensor operands in schema order (tracing._operands), which
+    symbolic sizes refer to."""
+    out: list = []
+    nargs = len(args)
+    for i, aname, kwarg_only, _, _ in arg_info:
+        if i < nargs and not kwarg_only:
+            v = args[i]
+        elif aname in kwargs:
+            v = kwargs[aname]
+        else:
+            continue
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif isinstance(v, (list, tuple)):
+            out.extend(x for x in v if isinstance(x, torch.Tensor))
+    return out
+
+
+def form_matches(form: Any, value: Any, tensors: list) -> bool:
+    """Whether size argument `value` is what its recorded form (sizes.py)
+    gives for these operands: the graph computes the size from the form,
+    so the replay may pass the call on only if they agree. A reshape's
+    inferred entry (-1) must be what the other entries leave."""
+    from .sizes import SymDim  # noqa: PLC0415 - sizes imports torch only, but keep tape light
+    if isinstance(form, SymDim):
+        return type(value) is int and form.operand < len(tensors) and \
+            tensors[form.operand].dim() > form.dim and tensors[form.operand].shape[form.dim] == value
+    if type(value) not in (list, tuple) or len(value) != len(form):
+        return False
+    inferred = None
+    known = 1
+    for i, (f, v) in enumerate(zip(form, value)):
+        if isinstance(f, SymDim):
+            if f.operand >= len(tensors) or tensors[f.operand].dim() <= f.dim or tensors[f.operand].shape[f.dim] != v:
+                return False
+        elif f == -1 and v != -1:
+            inferred = i
+            continue
+        elif f != v:
+            return False
+        if v != -1:
+            known *= v
+    if inferred is not None:
+        return bool(tensors) and known * value[inferred] == tensors[0].numel()
+    return True
 
 
 def relaxed_value(e: Entry, args: tuple, kwargs: dict) -> torch.Tensor:

@@ -543,7 +543,7 @@ class _Recorder(TorchDispatchMode):
             # co-executor can shape the result.
             masks = [m for m in args[1] if isinstance(m, torch.Tensor) and m.dtype in (torch.bool, torch.uint8)]
             if masks:
-                self._kind = "stop"  # a data-dependent result shape
+                self._kind = "masked"  # a data-dependent result shape (coexec: a tape entry if the host knows the mask)
             for m in masks:
                 self.materialize(m, "shape", lambda v: None, site)
             self._source = None

@@ -6,6 +6,7 @@ compare) and checks how many iterations were replayed to their end, so a
 tape that silently stopped replaying, or replayed the wrong path, fails."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 import torch.nn as nn
@@ -136,6 +137,64 @@ def test_a_read_the_tape_has_not_seen_catches_up_at_the_read() -> None:
     stats = compare(make, batches(13), max_fallbacks=1)
     replayed = _replayed(stats)
     assert any(replayed) and not all(replayed)
+
+
+def test_a_read_before_the_branch_is_in_the_tape_of_an_iteration_that_caught_up() -> None:
+    # The step reads a value (numpy) before a branch that alternates. The
+    # first iteration down the second side catches up after the read: the
+    # tape it leaves must hold the read too, or every later iteration would
+    # leave that tape at the read.
+    def make() -> tuple:
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y, i):
+            h = model(x)
+            scale = float(h.detach().numpy().std())
+            if i % 2:
+                h = h * 2.0
+            loss = F.cross_entropy(h, y) + 0.0 * scale
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    data = [(x, y, i) for i, (x, y) in enumerate(batches(10))]
+    stats = compare(make, data, max_fallbacks=0)
+    replayed = _replayed(stats)
+    assert replayed[:2] == [False, False] and all(replayed[2:]) and len(replayed) >= 6, replayed
+
+
+def test_a_host_boolean_mask_replays_with_each_steps_count() -> None:
+    # YOLO-style targets: positions picked in NumPy, a new count of them
+    # every step. The masked values and what they flow into have
+    # data-dependent shapes: the replay infers them from its own arguments,
+    # and the sizes autograd passes (slice_backward's input sizes, expand)
+    # are checked against the dims they stand for, not against the numbers
+    # of the step the tape came from.
+    def make() -> tuple:
+        model = mlp(classes=4)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+
+        def step(x, y, picks):
+            out = model(x)
+            pos = out[torch.from_numpy(picks)]
+            loss = F.cross_entropy(out, y) + F.mse_loss(pos[:, :2].sigmoid(), torch.zeros_like(pos[:, :2]),
+                                                        reduction="sum")
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    counts = [3, 5, 2, 6, 4, 7, 3, 5, 6, 2, 4]
+    data = []
+    for i, (x, y) in enumerate(batches(len(counts))):
+        picks = np.zeros(8, dtype=bool)
+        picks[np.random.RandomState(i).permutation(8)[:counts[i]]] = True
+        data.append((x, y, picks))
+    stats = compare(make, data, max_fallbacks=0)
+    replayed = _replayed(stats)
+    assert replayed[0] is False and all(replayed[1:]) and len(replayed) >= 6, replayed
 
 
 def test_a_new_batch_size_leaves_the_tape_at_its_first_op() -> None:
@@ -298,3 +357,19 @@ def test_co_execution_runs_torch_single_threaded_and_restores_it() -> None:
         assert 1 in seen and ("after deviation", 2) in seen, seen
     finally:
         torch.set_num_threads(before)
+
+
+def test_size_forms_are_checked_against_the_operands_dims() -> None:
+    from terra.sizes import SymDim
+    from terra.tape import form_matches
+    a, b = torch.empty(5, 4), torch.empty(3, 20)
+    # slice_backward(grad, input_sizes=[P, 85]): P is operand 0's dim 0.
+    assert form_matches([SymDim(0, 0), 85], [5, 85], [a])
+    assert not form_matches([SymDim(0, 0), 85], [6, 85], [a])  # not what the graph would compute
+    assert not form_matches([SymDim(0, 0), 85], [5, 84], [a])
+    assert form_matches(SymDim(1, 1), 20, [a, b]) and not form_matches(SymDim(1, 1), 3, [a, b])
+    # A reshape's inferred entry: what the other entries leave of the numel.
+    assert form_matches([-1, SymDim(0, 1)], [5, 4], [a])
+    assert form_matches([-1, SymDim(0, 1)], [-1, 4], [a])
+    assert not form_matches([-1, SymDim(0, 1)], [6, 4], [a])
+    assert not form_matches([SymDim(2, 0)], [5], [a])  # an operand that is not there
