@@ -774,6 +774,16 @@ class CoExecutor(_Recorder):
                 self._b_answer = forced.entry.answer
             if isinstance(t, Placeholder) and forced.value is not None:
                 t._terra_real = forced.value
+            if not top and kind == "shape" and forced.entry.mask_reads and isinstance(t, Placeholder):
+                # A boolean mask the replayed index read: read again (the run
+                # keeps what it published), as the recording did.
+                flat = flat_inputs(forced.args, forced.kwargs)
+                answer = next((a for k, a in forced.entry.mask_reads if flat[k] is t), None)
+                if answer is not None:
+                    if t._terra_real is None and answer[0] == "fetch":
+                        t._terra_real = self._fetch_point(answer[1], answer[2])
+                    if self.b_current is not None:
+                        self._b_masks.append((t, answer))
             self.loop_context = forced.loops
             result = super().materialize(t, kind, lambda _: forced.result, site or forced.site)
             if top:
@@ -797,6 +807,8 @@ class CoExecutor(_Recorder):
             if isinstance(t, Placeholder):
                 value = t._terra_real
                 self._b_answer = ("fetch",) + self._last_fetch if self._last_fetch else ("known",)
+                if not top and kind == "shape" and self.b_current is not None:
+                    self._b_masks.append((t, self._b_answer))  # a boolean mask's read (tracing._dispatch)
             else:
                 value = self._updated_value(t)
                 self._b_answer = (("plain",) if value is None else ("updated-fetch",) + self._last_fetch
@@ -1045,6 +1057,7 @@ class CoExecutor(_Recorder):
         self._kind = None
         self._b_host = False
         self._b_answer = None
+        self._b_masks: list = []
         self._written_now = []
         self._record_from = None
         self._site_info = None
@@ -1074,8 +1087,14 @@ class CoExecutor(_Recorder):
             elif e.kind in ("op", "rng", "pass", "masked"):
                 masked = e.kind == "masked"
                 if masked:
-                    if any(isinstance(m, Placeholder) for m in self._b_call[0][1]):
-                        raise Untapeable("a boolean mask the graph computes")
+                    reads = []
+                    for m in self._b_call[0][1]:
+                        if isinstance(m, Placeholder):
+                            answer = next((a for t, a in self._b_masks if t is m), None)
+                            if answer is None:
+                                raise Untapeable("a boolean mask read in no way the tape knows")
+                            reads.append((next(k for k, x in enumerate(self.b_flat) if x is m), answer))
+                    e.mask_reads = tuple(reads)
                     e.kind = "op"
                 flat_in = self.b_flat
                 e.written = tuple(next(k for k, x in enumerate(flat_in) if x is w) for w in self._written_now)
@@ -1248,6 +1267,8 @@ class CoExecutor(_Recorder):
         kind = e.kind
         inferred = None
         if e.infer:  # data-dependent sizes: shapes from these arguments
+            if e.mask_reads and not self._read_masks(e, args, kwargs):
+                return _MISS
             try:
                 inferred = self._placeholders(func, e.name, args, kwargs)
             except Exception as exc:  # noqa: BLE001 - recorded live, it deviates or raises as it should
@@ -1301,6 +1322,27 @@ class CoExecutor(_Recorder):
         if kind == "op" and e.host_eval and host is None:
             self._leave_fast()  # the host could not compute it this time
         return out
+
+    def _read_masks(self, e: Entry, args: tuple, kwargs: dict) -> bool:
+        """The values of the boolean masks the graph computes that a
+        replayed index needs for its result's size, fetched as the
+        recording did; False if one is not available (the run failed, or a
+        value the recording knew is not known now)."""
+        flat = flat_inputs(args, kwargs)
+        for k, answer in e.mask_reads:
+            m = flat[k]
+            if not isinstance(m, Placeholder):
+                return False
+            if m._terra_real is not None:
+                continue
+            if answer[0] != "fetch":
+                return False
+            value = self._fetch_point(answer[1], answer[2])
+            if value is None:
+                return False
+            self.graph_reads += 1
+            m._terra_real = value
+        return True
 
     def _make_results(self, e: Entry, flat: Optional[list]) -> Any:
         outs = []
@@ -1444,6 +1486,8 @@ class CoExecutor(_Recorder):
         if not self.fast:
             return
         self.fast = False
+        if self.eager_threads and self.deviation is None and torch.get_num_threads() != 1:
+            torch.set_num_threads(1)  # recording computes on the host (function._host_threads)
         if self._forward is not None:
             self._note_nodes()
         if _TAPE_LOG:
@@ -1556,19 +1600,20 @@ class CoExecutor(_Recorder):
 
     def _commit_direct(self, commits: list, by_name: dict) -> Optional[list]:
         """Commits the run's final state values that can be copied straight
-        into the program's tensors (Run.fetch_into): gradients and optimizer
-        state that keep their tensor. Parameters and buffers are copied by
-        torch (`copy_`), which also bumps their version counters as eager's
-        in-place updates do (autograd checks them on saved tensors). Returns
-        the commits left to the slots' setters, or None if a value was
-        never published."""
+        into the program's tensors (Run.fetch_into: one native call, no
+        torch op, so no parallel region of torch's on the host). Each
+        tensor written gets its autograd version bumped (`t.copy_(t)`, a
+        no-op copy), as eager's in-place updates do: autograd checks saved
+        tensors' versions. Returns the commits left to the slots' setters
+        (a slot without a tensor of the value's dtype and shape), or None
+        if a value was never published (then nothing was written)."""
         direct, late = [], []
         for c in commits:
-            cur = by_name[c[0]].get() if c[0].startswith(("grad:", "optim:")) else None
-            if cur is None or type(cur) is not torch.Tensor or cur.device.type != "cpu":
+            cur = by_name[c[0]].get()
+            if cur is None or type(cur) not in (torch.Tensor, torch.nn.Parameter) or cur.device.type != "cpu":
                 late.append(c)
-                continue
-            direct.append((c, cur))
+            else:
+                direct.append((c, cur))
         if not direct:
             return late
         items = [(fid, inst, t.data_ptr(), mlir_text.element_type(t.dtype), list(t.shape), list(t.stride()))
@@ -1576,7 +1621,12 @@ class CoExecutor(_Recorder):
         copied = self.run.fetch_into(items)
         if copied is None:
             return None
-        late += [c for (c, _), ok in zip(direct, copied) if not ok]
+        with torch.no_grad():
+            for (c, t), ok in zip(direct, copied):
+                if ok:
+                    t.copy_(t)
+                else:
+                    late.append(c)
         return late
 
     def _replay_end_failed(self, result: Any) -> Any:
@@ -1639,7 +1689,8 @@ def _chain(tape: Tape) -> None:
                             or e.outs[0][0] in ("same", "view"))
         e.real = any(r[0] == "real" for r in e.outs)
         h = hash((h, e.func, e.kind, e.mat_kind, repr(e.spec), repr(e.outs), repr(e.effects), repr(e.answer),
-                  e.written, e.feeds, e.host_eval, repr(e.relaxed), e.site, repr(e.loops), e.engine_sites))
+                  e.written, e.feeds, e.host_eval, repr(e.relaxed), e.site, repr(e.loops), e.engine_sites,
+                  repr(e.forms), repr(e.mask_reads)))
         e.chain = h
     end = tape.end
     tape.signature = (h, tape.limit, None if end is None else repr(

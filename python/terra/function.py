@@ -491,8 +491,12 @@ class TerraFunction:
 
     def _coexec(self, args: tuple, kwargs: dict) -> Any:
         start = time.perf_counter()
-        with _host_threads(1) as eager_threads:
-            ex = CoExecutor(self, self.registry, args, kwargs, sys._getframe(), self.serialized)
+        ex = CoExecutor(self, self.registry, args, kwargs, sys._getframe(), self.serialized)
+        # A replay runs no torch compute on the host but its random numbers
+        # (serial kernels) and copies nothing (Run.fetch_into): torch keeps
+        # its threads unless the iteration leaves its tape (CoExecutor.
+        # _leave_fast), since setting them back costs up to ~6 ms.
+        with _host_threads(1, now=not ex.fast) as eager_threads:
             ex.eager_threads = eager_threads
             try:
                 return self._coexec_with(ex, start, args, kwargs)
@@ -595,7 +599,7 @@ class _BackgroundCompile:
 
 
 @contextlib.contextmanager
-def _host_threads(n: int) -> Iterator[int]:
+def _host_threads(n: int, now: bool = True) -> Iterator[int]:
     """torch's intra-op threads while a step co-executes. The host computes
     almost nothing then (random numbers, tiny host-evaluated ops, the
     commit's copies), but each of those parallel regions leaves torch's
@@ -607,7 +611,8 @@ def _host_threads(n: int) -> Iterator[int]:
     if before == n:
         yield before
         return
-    torch.set_num_threads(n)
+    if now:  # else the co-executor sets it when it starts recording
+        torch.set_num_threads(n)
     try:
         yield before
     finally:

@@ -55,7 +55,7 @@ class Entry:
 
     __slots__ = ("kind", "func", "name", "spec", "outs", "struct", "effects", "site", "reached",
                  "loops", "engine", "engine_sites", "host_eval", "written", "relaxed", "answer",
-                 "mat_kind", "feeds", "chain", "needs_flat", "real", "ids", "infer", "forms")
+                 "mat_kind", "feeds", "chain", "needs_flat", "real", "ids", "infer", "forms", "mask_reads")
 
     def __init__(self, kind: str, func: Any, spec: Any):
         self.kind = kind  # "op", "rng", "pass", "mat", "stop"
@@ -89,6 +89,9 @@ class Entry:
         # Size arguments that refer to data-dependent dims: arg index or
         # name -> recorded form (sizes.py), checked against the operands.
         self.forms: Optional[dict] = None
+        # Boolean masks the graph computes, read for the result's size:
+        # (flat input index, how the recording read it).
+        self.mask_reads: tuple = ()
 
 
 class End:

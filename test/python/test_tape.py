@@ -359,6 +359,38 @@ def test_co_execution_runs_torch_single_threaded_and_restores_it() -> None:
         torch.set_num_threads(before)
 
 
+def test_a_replayed_step_keeps_torchs_threads_and_a_recorded_one_runs_single_threaded() -> None:
+    # Recording computes on the host (meta results, host-evaluated ops),
+    # so a recorded iteration runs torch single-threaded; a replay computes
+    # nothing but serial random numbers and commits natively, so it keeps
+    # the caller's threads (setting them back costs milliseconds).
+    seen: list = []
+    torch.manual_seed(0)
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def step(x, y):
+        seen.append(torch.get_num_threads())
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        fn = terra.function(step, cache_dir=None, compile_in_background=False)
+        for x, y in batches(8):
+            fn(x, y)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    steps = terra.stats(fn)["steps"]
+    coexec = [(s.get("replayed", False), n) for s, n in zip(steps, seen) if s["phase"] == "coexec"]
+    assert (False, 1) in coexec and (True, 2) in coexec, coexec
+    assert all(n == (2 if replayed else 1) for replayed, n in coexec), coexec
+
+
 def test_size_forms_are_checked_against_the_operands_dims() -> None:
     from terra.sizes import SymDim
     from terra.tape import form_matches
