@@ -358,6 +358,23 @@ class CoExecutor(_Recorder):
         record.site = site
         self.pending.pop(id(record), None)
 
+    def __torch_dispatch__(self, func: Any, types_: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
+        # The replay's common case first: the op the tape expects next.
+        if self.fast and not self.b_depth and not self.paused:
+            q = self.pos
+            tape = self.tape
+            if q < tape.limit and tape.entries[q].func is func and threading.get_ident() == self.thread:
+                counter = self.loop_counter
+                resume = counter.suspend()
+                try:
+                    kwargs = kwargs or {}
+                    out = self._replay_op(func, args, kwargs)
+                    return out if out is not _MISS else self._dispatch(func, args, kwargs)
+                finally:
+                    if resume:
+                        counter.resume()
+        return super().__torch_dispatch__(func, types_, args, kwargs)
+
     def _dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
         if self.b_depth:  # inside an interaction being recorded
             return self._dispatch_recorded(func, args, kwargs)
@@ -1277,8 +1294,13 @@ class CoExecutor(_Recorder):
                 return _MISS
         if kind == "mat":
             return self._replay_answer(q, e, args[0], lambda v: func(v, *args[1:], **kwargs), func, args, kwargs)
-        if self._forward is not None:
-            self._note_nodes()
+        fwd = self._forward
+        if fwd is not None:  # _note_nodes, its common case inline
+            if fwd.entry.struct is None and isinstance(fwd.out, torch.Tensor):
+                self._forward = None
+                fwd.nodes = [fwd.out.grad_fn]
+            else:
+                self._note_nodes()
         self.pos = q + 1
         self.current_site = e.site
         flat = flat_inputs(args, kwargs) if e.needs_flat else None
