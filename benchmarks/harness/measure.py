@@ -134,6 +134,7 @@ def run_one(module: ModuleType, mode: str, cfg: RunConfig,
                            params=program.param_snapshot())
         if mode in modes_mod.TERRA_MODES:
             result.terra = modes_mod.terra_stats(fn)
+            result.terra["measured_phases_ms"] = modes_mod.terra_measured_phases(fn, cfg.repeats * cfg.steps)
         if mode == "torch-compile":
             result.dynamo = modes_mod.dynamo_stats()
             # Dynamo has no portable compile-time counter; first call minus a steady step is an estimate.

@@ -136,6 +136,18 @@ def terra_stats(fn: Callable) -> Dict[str, Any]:
     return out
 
 
+def terra_measured_phases(fn: Callable, n: int) -> Dict[str, float]:
+    """terra's phases in milliseconds per step, averaged over the last ``n``
+    calls (the measured ones): ``terra.stats(fn)["steps"]`` has one entry per
+    call, and the totals would also count warm-up and recording iterations."""
+    raw = _as_dict(_import_terra().stats(fn))
+    steps = raw.get("steps")
+    if not isinstance(steps, list) or not steps or n <= 0:
+        return {}
+    last = steps[-n:]
+    return {p: sum(float(s.get(p, 0.0)) for s in last) / len(last) * 1e3 for p in PHASES}
+
+
 def dynamo_stats() -> Dict[str, Any]:
     """Graph breaks / unique graphs / recompiles from TorchDynamo's counters."""
     try:

@@ -96,9 +96,13 @@ def _index(doc: Dict[str, Any]) -> Dict[tuple, Dict[str, Any]]:
 
 
 def phase_ms(entry: Dict[str, Any]) -> Dict[str, Optional[float]]:
-    """terra's phase totals as milliseconds per step (None where terra did not report one)."""
-    calls = max(len(entry.get("losses") or []), 1)
+    """terra's phases in milliseconds per measured step (None where terra did not report one);
+    from the totals over all calls where the per-step phases are missing."""
     terra = entry.get("terra") or {}
+    measured = terra.get("measured_phases_ms")
+    if isinstance(measured, dict) and measured:
+        return {p: measured.get(p) for p in PHASES}
+    calls = max(len(entry.get("losses") or []), 1)
     return {p: (terra[p] / calls * 1e3 if isinstance(terra.get(p), (int, float)) else None) for p in PHASES}
 
 
@@ -182,7 +186,7 @@ def render_markdown(doc: Dict[str, Any]) -> str:
                     "traced iters", "graph breaks", "recompiles"], rows)
             if rows else ["n/a: neither terra nor torch.compile ran (see Modes).", ""])
 
-    out += ["## Phase breakdown (terra, ms per step)", ""]
+    out += ["## Phase breakdown (terra, ms per measured step)", ""]
     rows = []
     for p in programs:
         for mode in modes:
