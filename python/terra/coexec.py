@@ -41,10 +41,10 @@ from . import mlir_text, relax, sizes
 from .placeholder import Placeholder, Token, real
 from .loops import restrict, transitions
 from .sites import Site, is_engine_site, user_line
-from .tape import (End, Entry, Tape, Untapeable, flat_inputs, form_matches, matches, relax_spec, relaxed_value,
-                   schema_tensors, spec_of)
-from .trace import FeedEvent, OpEvent, StateEvent, ValueRef, moves_loops
-from .tracing import _OP_INFO, ALIAS_OPS, _flat_tensors, _flat_tensors_deep, _Recorder, _tensors_in, op_info
+from .tape import (End, Entry, Tape, Untapeable, flat_inputs, form_matches, matches, relax_host_shapes, relax_spec,
+                   relaxed_value, schema_tensors, spec_of)
+from .trace import ConstSource, FeedEvent, OpEvent, StateEvent, ValueRef, moves_loops
+from .tracing import _OP_INFO, ALIAS_OPS, _flat_tensors_deep, _Recorder, _tensors_in, op_info
 
 
 class Deviation(Exception):
@@ -234,9 +234,7 @@ class CoExecutor(_Recorder):
     def __init__(self, compiled: Any, registry: Any, call_args: tuple, call_kwargs: dict,
                  stop: Any, serialized: bool = False):
         super().__init__(registry, call_args, call_kwargs, stop)
-        # Data-dependent dims are tracked as in tracing: a tape replays the
-        # values they flow into by shape inference (Entry.infer).
-        self.track_dynamic_dims = True
+        self.track_dynamic_dims = False  # the graph's types came from the traces
         self.compiled = compiled
         self.cursor = compiled.cursor
         self.cursor.reset()
@@ -295,6 +293,10 @@ class CoExecutor(_Recorder):
         self._forward: Optional[_Replayed] = None  # nodes not noted yet (_note_nodes)
         self.replaying: Optional[list] = None  # catching up: the effects the Cursor decides
         self._missed = ""  # TERRA_LOG=tape: the interaction a replay could not match
+        self.feed_hosts: dict[int, int] = {}  # feed event -> number of the host tensor it feeds
+        self.b_events: dict[int, tuple] = {}  # entry -> (its events' range, masked, call), for _polymorphic
+        self.ref_idents: dict[ValueRef, tuple] = {}  # trace value -> tape identity (tape building)
+        self.host_tensors: dict[int, torch.Tensor] = {}  # host tensor number -> the tensor
         # The tape this iteration leaves (built while it is recorded).
         self.building: list[Entry] = []
         self.b_limit: Optional[int] = None  # first entry that cannot be replayed
@@ -324,6 +326,14 @@ class CoExecutor(_Recorder):
                 k = next((k for k, x in enumerate(self.b_flat) if x is t), None)
                 if k is not None:
                     self.feed_src[ref.event] = ("in", len(self.building) - 1, k)
+            if isinstance(self.trace.events[ref.event].source, ConstSource) and self.b_limit is None:
+                number = self.host_ids.get(self.key(t))
+                if number is not None:
+                    self.feed_hosts[ref.event] = number
+        if len(self.trace.events) > n and self.b_limit is None:
+            i = self.idents.get(id(t))
+            if i is not None:
+                self.ref_idents.setdefault(ref, i)
         return ref
 
     def _note_feed(self, index: int, value: torch.Tensor, arg: str = "") -> None:
@@ -1021,6 +1031,7 @@ class CoExecutor(_Recorder):
             n = self.host_ids.get(k)
             if n is None:
                 n = self.host_ids[k] = len(self.host_ids)
+                self.host_tensors[n] = t
             i = ("host", n, tuple(t.shape), tuple(t.stride()), t.dtype)
         self.idents[id(t)] = i
         self.tape_keep.append(t)  # its id stays its own
@@ -1041,6 +1052,9 @@ class CoExecutor(_Recorder):
                 idents[id(o)] = (q, j)
                 if not isinstance(o, Placeholder):
                     self.tape_keep.append(o)
+                ref = self.producers.get(self.key(o))
+                if ref is not None:
+                    self.ref_idents.setdefault(ref, (q, j))
 
     def _name_replayed(self, e: Entry, out: Any) -> None:
         """`_name_results` for a replayed entry (identities made with the tape)."""
@@ -1116,8 +1130,8 @@ class CoExecutor(_Recorder):
                 flat_in = self.b_flat
                 e.written = tuple(next(k for k, x in enumerate(flat_in) if x is w) for w in self._written_now)
                 self._recipes(e, out, flat_in)
-                if e.kind == "op":
-                    self._shape_polymorphic(e, out, masked)
+                if e.kind == "op":  # (an alias op records no event: lo is None)
+                    self.b_events[q] = (self._record_from, len(self.trace.events), masked, self._b_call)
                 self._name_results(q, e, out)
             else:
                 raise Untapeable(e.kind)
@@ -1126,8 +1140,28 @@ class CoExecutor(_Recorder):
             if self.b_limit is None:
                 self._b_stop(q, f"{e.name or e.kind}: {exc or 'a result not among the arguments'}")
 
+    @staticmethod
+    def _limit_before(entries: list, q: int, why: Optional[str], engine: Optional[bool] = None) -> int:
+        """Where a tape that cannot replay entry `q` ends: before `q`, or,
+        for an op of the autograd engine, before its backward pass (see
+        _b_stop). Says why with TERRA_LOG=tape when `why` is given."""
+        if engine if engine is not None else q < len(entries) and entries[q].engine:
+            p = q
+            while p > 0 and entries[p - 1].engine:
+                p -= 1
+            q = max(p - 1, 0)
+        if why is not None and _TAPE_LOG:
+            print(f"[terra] tape ends at entry {q}: {why}", file=sys.stderr, flush=True)
+        return q
+
     def _b_stop(self, q: int, why: str) -> None:
-        """The tape being built ends before entry `q`."""
+        """The tape being built ends before entry `q`; inside the autograd
+        engine, before the backward pass instead: a catch-up there could not
+        hook the autograd node already running (a post hook added while a
+        node runs does not fire), so the rest of its ops would get another
+        node's backward site, a path the graph does not have."""
+        if self.in_engine:
+            q = self._limit_before(self.building, q, None, engine=True)
         self.b_limit = q
         if _TAPE_LOG:
             e = self.building[q] if q < len(self.building) else None
@@ -1169,36 +1203,53 @@ class CoExecutor(_Recorder):
             raise Untapeable("real and placeholder results")
         e.outs = tuple(recipes)
 
-    def _shape_polymorphic(self, e: Entry, out: Any, masked: bool) -> None:
-        """Marks an entry whose results have data-dependent sizes (a boolean
-        mask's count and what it flows into, recorded as dynamic dims):
-        the replay infers their shapes from its own arguments, and the
-        size arguments that refer to such dims are checked against them
-        (tape.form_matches) instead of by value."""
-        taint = self._taint
-        if not taint and not masked:
+    def _shape_polymorphic(self, e: Entry, info: tuple) -> None:
+        """Marks an entry whose results the graph types with dynamic dims
+        (a boolean mask's count and what it flows into, a host tensor fed
+        with sizes the traces saw change): the replay infers their shapes
+        from its own arguments (the graph's types are the ground truth of
+        what may vary: a static dim that changes fails the graph's guard),
+        and the size arguments that stand for dynamic dims are checked
+        against them (tape.form_matches) instead of by value."""
+        lo, hi, masked, (args, kwargs) = info
+        if lo is None:  # an alias (`detach`): its view has its argument's shape
+            if any(r[0] == "view" for r in e.outs):
+                e.infer = True
+                e.outs = tuple(r if r[0] in ("same", "value") else ("infer",) for r in e.outs)
             return
-        producers = self.producers
-        infer = masked or any(isinstance(o, Placeholder) and producers.get(self.key(o)) in taint
-                              for o in _flat_tensors(out))
+        events = self.trace.events
+        idx = next((i for i in range(hi - 1, lo - 1, -1) if isinstance(events[i], OpEvent)), None)
+        if idx is None:
+            return
+        ev = events[idx]
+        compiled = self.compiled
+        infer = masked
+        if not infer:
+            handle = self.handles.get(idx)
+            infer = handle is None or any(d < 0 for j in range(len(ev.results))
+                                          for d in compiled.node_shape(handle[0], j))
+
+        def dynamic_dim(ref: ValueRef, d: int) -> bool:
+            handle = self.handles.get(ref.event)
+            if handle is None:
+                return True
+            shape = compiled.node_shape(handle[0], ref.result)
+            return d >= len(shape) or shape[d] < 0
         forms: dict = {}
-        if e.name in sizes.SIZE_ARGS and self._record_from is not None:
-            events = self.trace.events
-            ev = next((events[i] for i in range(len(events) - 1, self._record_from - 1, -1)
-                       if isinstance(events[i], OpEvent) and events[i].name == e.name), None)
-            if ev is not None:
-                own = len(ev.inputs) - ev.args.get(sizes.SHAPE_OPERANDS, 0)
-                for aname in sizes.SIZE_ARGS[e.name]:
-                    form = ev.args.get(aname)
-                    syms = [form] if isinstance(form, sizes.SymDim) else \
-                        [x for x in form if isinstance(x, sizes.SymDim)] if isinstance(form, list) else []
-                    if not any(x.operand >= own or x.dim in taint.get(ev.inputs[x.operand], ()) for x in syms):
-                        continue  # a static size: checked by value
-                    if any(x.operand >= own for x in syms):
-                        raise Untapeable("a data-dependent size taken from a value that is not an operand")
-                    forms[aname] = form
+        if e.name in sizes.SIZE_ARGS:
+            own = len(ev.inputs) - ev.args.get(sizes.SHAPE_OPERANDS, 0)
+            for aname in sizes.SIZE_ARGS[e.name]:
+                form = ev.args.get(aname)
+                syms = [form] if isinstance(form, sizes.SymDim) else \
+                    [x for x in form if isinstance(x, sizes.SymDim)] if isinstance(form, list) else []
+                if not any(x.operand < len(ev.inputs) and dynamic_dim(ev.inputs[x.operand], x.dim) for x in syms):
+                    continue  # a static size: checked by value
+                extra = tuple(self.ref_idents.get(r) for r in ev.inputs[own:])
+                if any(x.operand >= own for x in syms) and (None in extra or any(
+                        i[0] != "host" and not isinstance(i[0], int) for i in extra)):
+                    raise Untapeable("a data-dependent size taken from a value the tape cannot find")
+                forms[aname] = (form, extra)
         if forms:
-            args, kwargs = self._b_call
             sa, sk = e.spec
             sa, sk = list(sa), list(sk)
             keyed: dict = {}
@@ -1222,11 +1273,31 @@ class CoExecutor(_Recorder):
 
     def _forms_match(self, e: Entry, func: Any, args: tuple, kwargs: dict) -> bool:
         tensors = schema_tensors(func, args, kwargs, op_info(func).args)
-        for key, form in e.forms.items():
+        for key, (form, extra) in e.forms.items():
             v = args[key] if type(key) is int else kwargs.get(key)
-            if not form_matches(form, v, tensors):
+            operands = tensors
+            if extra:  # sizes of values that are not operands (tracing: shape operands)
+                found = [self._tensor_of(i) for i in extra]
+                if any(t is None for t in found):
+                    return False
+                operands = tensors + found
+            if not form_matches(form, v, operands):
                 return False
         return True
+
+    def _tensor_of(self, ident: tuple) -> Optional[torch.Tensor]:
+        """This iteration's tensor with tape identity `ident` (a result of a
+        replayed entry, or a host tensor by its number), or None."""
+        if isinstance(ident[0], int):
+            q, j = ident
+            if q >= len(self.replayed):
+                return None
+            out = self.replayed[q].out
+            flat = (out,) if isinstance(out, torch.Tensor) else tree_flatten(out)[0]
+            return flat[j] if j < len(flat) and isinstance(flat[j], torch.Tensor) else None
+        if ident[0] == "host":
+            return self.host_tensors.get(ident[1])
+        return None
 
     def _leave_tape(self, result: Any) -> None:
         """After a committed iteration recorded live: its tape, for the next."""
@@ -1256,9 +1327,43 @@ class CoExecutor(_Recorder):
             if e.engine and e.engine_sites:
                 lo, hi = e.engine_sites
                 e.engine_sites = tuple(events[i].site for i in range(lo, hi))
+        for q in sorted(self.b_events):
+            if q >= limit:
+                break
+            try:
+                self._shape_polymorphic(entries[q], self.b_events[q])
+            except Untapeable as exc:
+                limit = self._limit_before(entries, q, f"{entries[q].name}: {exc}")
+                end = None
+                break
+        # Host tensors fed where the graph's feed has dynamic dims (Faster
+        # R-CNN's RoIs from NumPy): those dims are checked by the feed's type.
+        host_dynamic: dict[int, frozenset] = {}
+        for i, n in self.feed_hosts.items():
+            handle = self.handles.get(i)
+            if handle is not None:
+                dims = frozenset(d for d, w in enumerate(self.compiled.node_shape(handle[0], 0)) if w < 0)
+                if dims:
+                    host_dynamic[n] = dims
+        # Relaxed alike in every tape of this key (tapes agree on a prefix
+        # only if they check it alike): a host tensor relaxed once stays so.
+        known = self.compiled.host_dynamic.setdefault(self.tape_key, {})
+        grew = any(known.get(n, frozenset()) | dims != known.get(n) for n, dims in host_dynamic.items())
+        for n, dims in host_dynamic.items():
+            known[n] = known.get(n, frozenset()) | dims
+        if known:
+            for e in entries[:limit]:
+                if e.kind != "mat" and e.spec is not None:
+                    e.spec = relax_host_shapes(e.spec, known)
         tape = Tape(entries[:limit], end, limit)
         tapes = self.compiled.tapes
         choices = tapes.pop(self.tape_key, [])
+        if grew:
+            for old in choices:
+                for e in old.entries:
+                    if e.kind != "mat" and e.spec is not None:
+                        e.spec = relax_host_shapes(e.spec, known)
+                _chain(old)
         if len(tapes) >= _MAX_TAPES:  # the least recently made goes
             del tapes[next(iter(tapes))]
         _chain(tape)

@@ -185,6 +185,7 @@ class TerraFunction:
         self._dummies: dict[str, torch.Tensor] = {}
         self._feed_shapes: dict[int, list[int]] = {}
         self.tapes: dict = {}
+        self.host_dynamic: dict = {}
 
     # -- the call ------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -411,7 +412,9 @@ class TerraFunction:
         self.stages = dict(stages) if keep_stages else self.stages
         self.cursor = self.session.cursor()
         self.tapes = {}  # argument shapes -> the last validated iteration's tape (tape.py)
+        self.host_dynamic: dict = {}  # argument shapes -> host tensor number -> dims its tapes relax
         self._feed_shapes = {}
+        self._node_shapes: dict[tuple, list[int]] = {}
         self.unrolled = set(self.session.unrolled_loops)
         self.state_names = list(graph.state_names)
         self.host_op_names = [name for name, _ in graph.host_ops]
@@ -425,6 +428,13 @@ class TerraFunction:
         shape = self._feed_shapes.get(node)
         if shape is None:
             shape = self._feed_shapes[node] = list(self.session.node_shape(node, 0))
+        return shape
+
+    def node_shape(self, node: int, result: int) -> list[int]:
+        """The compiled graph's shape of a node's result (-1: a dynamic dim)."""
+        shape = self._node_shapes.get((node, result))
+        if shape is None:
+            shape = self._node_shapes[(node, result)] = list(self.session.node_shape(node, result))
         return shape
 
     def shape_fits(self, node: int, shape: Any) -> bool:

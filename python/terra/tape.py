@@ -205,9 +205,13 @@ def _match(v: Any, s: tuple, idents: dict, host: Callable[[torch.Tensor], Any]) 
             if not isinstance(v, torch.Tensor) or isinstance(v, Placeholder):
                 return False
             i = host(v)
+        m = s[2]
+        if m == "dyn":  # a host tensor with dynamic dims (relax_host_shapes)
+            want = s[1]
+            return (i[0] == "host" and i[1] == want[1] and i[4] == want[4] and len(i[2]) == len(want[2])
+                    and all(w < 0 or w == d for w, d in zip(want[2], i[2])) and _dense(i[2], i[3]))
         if i != s[1]:
             return False
-        m = s[2]
         return m is None or (v.dtype == m[2] and tuple(v.shape) == m[0] and tuple(v.stride()) == m[1])
     if kind == "F":  # a symbolic size: its type here, its entries in form_matches
         return type(v) is s[1]
@@ -268,6 +272,34 @@ def form_matches(form: Any, value: Any, tensors: list) -> bool:
     if inferred is not None:
         return bool(tensors) and known * value[inferred] == tensors[0].numel()
     return True
+
+
+def _dense(shape: tuple, stride: tuple) -> bool:
+    expected = 1
+    for n, st in zip(reversed(shape), reversed(stride)):
+        if n != 1 and st != expected:
+            return False
+        expected *= n
+    return True
+
+
+def relax_host_shapes(spec: tuple, dynamic: dict) -> tuple:
+    """`spec` with the checks of host tensors fed with dynamic dims
+    (`dynamic`: host tensor number -> dims) relaxed to the feed's type:
+    those dims may take any size, the tensor must be dense."""
+    def leaf(s: tuple) -> tuple:
+        if s[0] == "T":
+            i = s[1]
+            if i[0] == "host" and i[1] in dynamic and (s[2] == "dyn" or _dense(i[2], i[3])):
+                dims = dynamic[i[1]]
+                return ("T", ("host", i[1], tuple(-1 if d in dims else n for d, n in enumerate(i[2])), None, i[4]),
+                        "dyn")
+            return s
+        if s[0] == "L":
+            return ("L", s[1], tuple(leaf(x) for x in s[2]))
+        return s
+    sa, sk = spec
+    return (tuple(leaf(x) for x in sa), tuple((k, leaf(x)) for k, x in sk))
 
 
 def relaxed_value(e: Entry, args: tuple, kwargs: dict) -> torch.Tensor:

@@ -197,6 +197,33 @@ def test_a_host_boolean_mask_replays_with_each_steps_count() -> None:
     assert replayed[0] is False and all(replayed[1:]) and len(replayed) >= 6, replayed
 
 
+def test_a_host_tensor_with_a_new_count_each_step_replays() -> None:
+    # Faster R-CNN-style proposals: rows picked in NumPy from fetched
+    # scores, a new count every step, fed back to the graph. The traces saw
+    # the count change, so the graph's feed takes it as dynamic; the tape
+    # checks that dim by the feed's type, and what the rows flow into is
+    # replayed by shape inference.
+    def make() -> tuple:
+        model = mlp(classes=4)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+
+        def step(x, y, i):
+            out = model(x)
+            scores = out.detach().numpy()[:, 0]
+            keep = np.argsort(scores)[: 2 + i % 5]
+            rows = torch.from_numpy(np.ascontiguousarray(x.numpy()[keep]))
+            loss = F.cross_entropy(out, y) + model(rows).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    data = [(x, y, i) for i, (x, y) in enumerate(batches(12))]
+    stats = compare(make, data, max_fallbacks=0)
+    replayed = _replayed(stats)
+    assert replayed[0] is False and all(replayed[1:]) and len(replayed) >= 6, replayed
+
+
 def test_a_new_batch_size_leaves_the_tape_at_its_first_op() -> None:
     data = batches(6) + batches(3, b=5, seed=9)
     stats = compare(sgd_program(), data, max_fallbacks=1)
