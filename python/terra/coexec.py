@@ -294,6 +294,8 @@ class CoExecutor(_Recorder):
         self.replaying: Optional[list] = None  # catching up: the effects the Cursor decides
         self._missed = ""  # TERRA_LOG=tape: the interaction a replay could not match
         self.feed_hosts: dict[int, int] = {}  # feed event -> number of the host tensor it feeds
+        self.layout: list = []  # data-dependent sizes met so far in a replay (_memo_key)
+        self._relaxed_hosts = compiled.host_dynamic.get(self.tape_key, {}) if _TAPES_ENABLED else {}
         self.b_events: dict[int, tuple] = {}  # entry -> (its events' range, masked, call), for _polymorphic
         self.ref_idents: dict[ValueRef, tuple] = {}  # trace value -> tape identity (tape building)
         self.host_tensors: dict[int, torch.Tensor] = {}  # host tensor number -> the tensor
@@ -1032,6 +1034,8 @@ class CoExecutor(_Recorder):
             if n is None:
                 n = self.host_ids[k] = len(self.host_ids)
                 self.host_tensors[n] = t
+                if n in self._relaxed_hosts:  # its sizes may differ from the tape's
+                    self.layout.append((n, tuple(t.shape)))
             i = ("host", n, tuple(t.shape), tuple(t.stride()), t.dtype)
         self.idents[id(t)] = i
         self.tape_keep.append(t)  # its id stays its own
@@ -1176,6 +1180,13 @@ class CoExecutor(_Recorder):
             flat, e.struct = list(out), type(out)  # the common multi-result form, without pytree
         else:
             flat, e.struct = tree_flatten(out)
+        recipes, real_made = self._recipe_list(flat, flat_in)
+        if real_made and e.kind == "op" and any(r[0] not in ("real", "value") for r in recipes):
+            raise Untapeable("real and placeholder results")
+        e.outs = tuple(recipes)
+
+    def _recipe_list(self, flat: list, flat_in: list) -> tuple[list, bool]:
+        """The recipes of an interaction's flat results; whether one is real."""
         recipes = []
         real_made = False
         for o in flat:
@@ -1199,9 +1210,7 @@ class CoExecutor(_Recorder):
             else:
                 real_made = True
                 recipes.append(("real",))
-        if real_made and e.kind == "op" and any(r[0] not in ("real", "value") for r in recipes):
-            raise Untapeable("real and placeholder results")
-        e.outs = tuple(recipes)
+        return recipes, real_made
 
     def _shape_polymorphic(self, e: Entry, info: tuple) -> None:
         """Marks an entry whose results the graph types with dynamic dims
@@ -1216,6 +1225,7 @@ class CoExecutor(_Recorder):
             if any(r[0] == "view" for r in e.outs):
                 e.infer = True
                 e.outs = tuple(r if r[0] in ("same", "value") else ("infer",) for r in e.outs)
+                e.memo = {}
             return
         events = self.trace.events
         idx = next((i for i in range(hi - 1, lo - 1, -1) if isinstance(events[i], OpEvent)), None)
@@ -1228,6 +1238,10 @@ class CoExecutor(_Recorder):
             handle = self.handles.get(idx)
             infer = handle is None or any(d < 0 for j in range(len(ev.results))
                                           for d in compiled.node_shape(handle[0], j))
+
+        def events_shape(ref: ValueRef) -> list:
+            handle = self.handles.get(ref.event)
+            return compiled.node_shape(handle[0], ref.result) if handle is not None else []
 
         def dynamic_dim(ref: ValueRef, d: int) -> bool:
             handle = self.handles.get(ref.event)
@@ -1242,13 +1256,25 @@ class CoExecutor(_Recorder):
                 form = ev.args.get(aname)
                 syms = [form] if isinstance(form, sizes.SymDim) else \
                     [x for x in form if isinstance(x, sizes.SymDim)] if isinstance(form, list) else []
-                if not any(x.operand < len(ev.inputs) and dynamic_dim(ev.inputs[x.operand], x.dim) for x in syms):
+                # A reshape's inferred entry (-1) follows its operand's numel.
+                inferred_entry = (isinstance(form, list) and -1 in form and e.name in sizes.RESHAPES and ev.inputs
+                                  and any(dynamic_dim(ev.inputs[0], d) for d in range(len(events_shape(ev.inputs[0])))))
+                if not inferred_entry and not any(
+                        x.operand < len(ev.inputs) and dynamic_dim(ev.inputs[x.operand], x.dim) for x in syms):
                     continue  # a static size: checked by value
                 extra = tuple(self.ref_idents.get(r) for r in ev.inputs[own:])
                 if any(x.operand >= own for x in syms) and (None in extra or any(
                         i[0] != "host" and not isinstance(i[0], int) for i in extra)):
                     raise Untapeable("a data-dependent size taken from a value the tape cannot find")
                 forms[aname] = (form, extra)
+        if forms and e.name == "aten._reshape_alias" and "size" in forms:
+            # Its strides (dropped from the graph's op, a reshape) are the
+            # contiguous strides of its size when they were so here.
+            values = {aname: (args[i] if i < len(args) and not kwarg_only else kwargs.get(aname))
+                      for i, aname, kwarg_only, _, _ in op_info(e.func).args}
+            size, stride, x = values.get("size"), values.get("stride"), values.get("self")
+            if isinstance(size, list) and isinstance(stride, list) and stride == _view_strides(x, size):
+                forms["stride"] = ("view-strides", ())
         if forms:
             sa, sk = e.spec
             sa, sk = list(sa), list(sk)
@@ -1270,11 +1296,18 @@ class CoExecutor(_Recorder):
                 raise Untapeable("real results with data-dependent sizes")
             e.infer = True
             e.outs = tuple(r if r[0] in ("same", "value") else ("infer",) for r in e.outs)
+            # Shapes that follow from the inputs' shapes alone are memoized
+            # per input layout (GPT-2's few lengths); a mask's count is not.
+            e.memo = None if masked else {}
 
     def _forms_match(self, e: Entry, func: Any, args: tuple, kwargs: dict) -> bool:
         tensors = schema_tensors(func, args, kwargs, op_info(func).args)
         for key, (form, extra) in e.forms.items():
             v = args[key] if type(key) is int else kwargs.get(key)
+            if form == "view-strides":  # _reshape_alias's strides: those of the view it stands for
+                if v != _view_strides(args[0], args[1] if len(args) > 1 else kwargs.get("size")):
+                    return False
+                continue
             operands = tensors
             if extra:  # sizes of values that are not operands (tracing: shape operands)
                 found = [self._tensor_of(i) for i in extra]
@@ -1388,15 +1421,23 @@ class CoExecutor(_Recorder):
             e = tape.entries[q]
         kind = e.kind
         inferred = None
+        memo_key = memo_recipes = None
         if e.infer:  # data-dependent sizes: shapes from these arguments
-            if e.mask_reads and not self._read_masks(e, args, kwargs):
-                return _MISS
-            try:
-                inferred = self._placeholders(func, e.name, args, kwargs)
-            except Exception as exc:  # noqa: BLE001 - recorded live, it deviates or raises as it should
-                if _TAPE_LOG:
-                    self._missed = f"{e.name} whose shape inference failed ({exc})"
-                return _MISS
+            if e.memo is not None:
+                # Shapes that follow the inputs' shapes: recipes kept per input layout.
+                memo_key = self._memo_key(e, args)
+                memo_recipes = e.memo.get(memo_key)
+            if memo_recipes is None:
+                if e.mask_reads and not self._read_masks(e, args, kwargs):
+                    return _MISS
+                try:
+                    inferred = self._placeholders(func, e.name, args, kwargs)
+                except Exception as exc:  # noqa: BLE001 - recorded live, it deviates or raises as it should
+                    if _TAPE_LOG:
+                        self._missed = f"{e.name} whose shape inference failed ({exc})"
+                    return _MISS
+                if e.memo is None:  # a boolean mask's count: a new data-dependent size
+                    self.layout.append(tuple(tuple(t.shape) for t in _flat_tensors_deep(inferred)))
         if kind == "mat":
             return self._replay_answer(q, e, args[0], lambda v: func(v, *args[1:], **kwargs), func, args, kwargs)
         fwd = self._forward
@@ -1423,8 +1464,20 @@ class CoExecutor(_Recorder):
             out = func(*args, **kwargs)
             if kind != "pass":
                 self.log.append((func, args, kwargs, out, e.site))
+        elif memo_recipes is not None:
+            out = self._make_results(e, flat, memo_recipes)
+            self.log.append((func, args, kwargs, out, e.site))
+        elif inferred is not None:
+            out = inferred
+            if memo_key is not None and len(e.memo) < _MEMO_MAX:
+                results = [out] if e.struct is None else list(out) if e.struct in (list, tuple) \
+                    else tree_flatten(out)[0]
+                recipes, real_made = self._recipe_list(results, flat)
+                if not real_made:
+                    e.memo[memo_key] = tuple(recipes)
+            self.log.append((func, args, kwargs, out, e.site))
         else:
-            out = self._make_results(e, flat) if inferred is None else inferred
+            out = self._make_results(e, flat)
             self.log.append((func, args, kwargs, out, e.site))
         if kind == "op":
             host = self._host_eval(func, e.name, args, kwargs, out) if e.host_eval else None
@@ -1450,6 +1503,18 @@ class CoExecutor(_Recorder):
             self._leave_fast()  # the host could not compute it this time
         return out
 
+    def _memo_key(self, e: Entry, args: tuple) -> tuple:
+        """What an inferred entry's result shapes depend on: every
+        data-dependent size this iteration has met so far (`layout`: the
+        shapes of relaxed host tensors and of boolean-mask results, in
+        order; the same tape prefix with the same sizes gives every value
+        the same shape) and its relaxed scalar (fed, so unchecked)."""
+        if e.relaxed is None:
+            return tuple(self.layout)
+        position, name, kwarg_only = e.relaxed[:3]
+        v = args[position] if position < len(args) and not kwarg_only else name
+        return tuple(self.layout) + (("relaxed", tuple(v) if isinstance(v, list) else v),)
+
     def _read_masks(self, e: Entry, args: tuple, kwargs: dict) -> bool:
         """The values of the boolean masks the graph computes that a
         replayed index needs for its result's size, fetched as the
@@ -1471,9 +1536,9 @@ class CoExecutor(_Recorder):
             m._terra_real = value
         return True
 
-    def _make_results(self, e: Entry, flat: Optional[list]) -> Any:
+    def _make_results(self, e: Entry, flat: Optional[list], recipes: Optional[tuple] = None) -> Any:
         outs = []
-        for r in e.outs:
+        for r in e.outs if recipes is None else recipes:
             k = r[0]
             if k == "new":
                 ph = _make_wrapper(Placeholder, r[1], strides=r[2], storage_offset=r[3], dtype=r[4],
@@ -1803,6 +1868,18 @@ def _prune_host_evals(entries: list[Entry]) -> None:
 _make_wrapper = torch.Tensor._make_wrapper_subclass  # Placeholder.make, inlined in the replay
 
 
+def _view_strides(x: Any, size: Any) -> Optional[list]:
+    """The strides of `x.view(size)` (what reshape passes `_reshape_alias`),
+    from metadata only; None if it is no view."""
+    if not isinstance(x, torch.Tensor) or not isinstance(size, (list, tuple)):
+        return None
+    try:
+        meta = torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype, device="meta")
+        return list(meta.view(list(size)).stride())
+    except RuntimeError:
+        return None
+
+
 def _chain(tape: Tape) -> None:
     """Each entry's `chain`: a digest of the entries up to it (what they
     check, how they make results, what they send and answer, their sites
@@ -1813,7 +1890,7 @@ def _chain(tape: Tape) -> None:
     for q, e in enumerate(tape.entries):
         e.ids = tuple(None if r[0] == "same" else (q, j) for j, r in enumerate(e.outs))
         e.needs_flat = bool(e.written or e.feeds or e.struct is not None or len(e.outs) != 1
-                            or e.outs[0][0] in ("same", "view"))
+                            or e.outs[0][0] in ("same", "view") or e.infer)
         e.real = any(r[0] == "real" for r in e.outs)
         h = hash((h, e.func, e.kind, e.mat_kind, repr(e.spec), repr(e.outs), repr(e.effects), repr(e.answer),
                   e.written, e.feeds, e.host_eval, repr(e.relaxed), e.site, repr(e.loops), e.engine_sites,
@@ -1845,6 +1922,7 @@ class _Replayed:
 
 _MISS = object()
 _MAX_TAPES = 16  # per compiled graph
+_MEMO_MAX = 16  # input layouts whose inferred recipes an entry keeps
 # TERRA_TAPE=0 records every co-executed iteration (for comparisons).
 _TAPES_ENABLED = os.environ.get("TERRA_TAPE", "1") != "0"
 # TERRA_LOG=tape also says where each iteration leaves its tape.

@@ -65,7 +65,7 @@ SIZE_ARGS: dict[str, tuple[str, ...]] = {
 # Ops whose tensor operand gives only a dtype and device, not a shape.
 _DTYPE_DONORS = frozenset({"aten.new_zeros", "aten.new_ones", "aten.new_empty", "aten.new_full"})
 # Reshapes: one literal entry may become -1.
-_RESHAPES = frozenset({"aten.view", "aten._unsafe_view", "aten._reshape_alias", "aten.reshape"})
+RESHAPES = _RESHAPES = frozenset({"aten.view", "aten._unsafe_view", "aten._reshape_alias", "aten.reshape"})
 # Arguments that follow from the sizes and that nothing reads: the traced
 # layout of `_reshape_alias` (the lowering and the host treat it as a
 # reshape), dropped so that it does not pin the sizes.

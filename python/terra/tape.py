@@ -55,7 +55,7 @@ class Entry:
 
     __slots__ = ("kind", "func", "name", "spec", "outs", "struct", "effects", "site", "reached",
                  "loops", "engine", "engine_sites", "host_eval", "written", "relaxed", "answer",
-                 "mat_kind", "feeds", "chain", "needs_flat", "real", "ids", "infer", "forms", "mask_reads")
+                 "mat_kind", "feeds", "chain", "needs_flat", "real", "ids", "infer", "forms", "mask_reads", "memo")
 
     def __init__(self, kind: str, func: Any, spec: Any):
         self.kind = kind  # "op", "rng", "pass", "mat", "stop"
@@ -92,6 +92,9 @@ class Entry:
         # Boolean masks the graph computes, read for the result's size:
         # (flat input index, how the recording read it).
         self.mask_reads: tuple = ()
+        # For `infer` entries whose shapes follow the inputs' shapes: input
+        # layout -> result recipes (coexec._replay_op); None: infer always.
+        self.memo: Optional[dict] = None
 
 
 class End:

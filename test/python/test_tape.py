@@ -224,6 +224,32 @@ def test_a_host_tensor_with_a_new_count_each_step_replays() -> None:
     assert replayed[0] is False and all(replayed[1:]) and len(replayed) >= 6, replayed
 
 
+def test_sequences_of_several_lengths_replay_one_tape() -> None:
+    # GPT-2-style batches of a few lengths, picked inside the step (host
+    # tensors): reshapes whose sizes follow the length (a -1 entry, the
+    # strides `reshape` passes `_reshape_alias`) are checked by form, so one
+    # tape serves every length, each replayed with its own shapes.
+    g = torch.Generator().manual_seed(4)
+    seqs = [torch.randn(4, t, 6, generator=g) for t in (5, 9, 7)]
+    labels = torch.randint(0, 3, (4,), generator=g)
+    def make() -> tuple:
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(i):
+            x = seqs[i % 3]
+            h = model(x.reshape(-1, 6)).reshape(4, -1, 3).mean(1)
+            loss = F.cross_entropy(h, labels)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    stats = compare(make, [(i,) for i in range(12)], max_fallbacks=0)
+    replayed = _replayed(stats)
+    assert replayed[0] is False and all(replayed[1:]) and len(replayed) >= 6, replayed
+
+
 def test_a_new_batch_size_leaves_the_tape_at_its_first_op() -> None:
     data = batches(6) + batches(3, b=5, seed=9)
     stats = compare(sgd_program(), data, max_fallbacks=1)
