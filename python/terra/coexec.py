@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from typing import Any, Callable, Optional
 
 import torch
@@ -293,6 +294,7 @@ class CoExecutor(_Recorder):
         self._forward: Optional[_Replayed] = None  # nodes not noted yet (_note_nodes)
         self.replaying: Optional[list] = None  # catching up: the effects the Cursor decides
         self._missed = ""  # TERRA_LOG=tape: the interaction a replay could not match
+        self.end_wait_s = 0.0  # waiting for the run's end (host stall, with the fetches')
         self.feed_hosts: dict[int, int] = {}  # feed event -> number of the host tensor it feeds
         self.layout: list = []  # data-dependent sizes met so far in a replay (_memo_key)
         self._relaxed_hosts = compiled.host_dynamic.get(self.tape_key, {}) if _TAPES_ENABLED else {}
@@ -962,7 +964,7 @@ class CoExecutor(_Recorder):
                     values[k] = v
                     points[k] = self._last_fetch
         if self.deviation is None:
-            status = self.run.wait()
+            status = self._wait_run()
             self.run_result = status
             if status[0] != "ok":
                 self._deviate(f"the graph failed: {status[1]}" if status[0] == "error"
@@ -1756,7 +1758,7 @@ class CoExecutor(_Recorder):
         self.run.finish_host()
         if self.serialized:
             self.run.start()
-        status = self.run.wait()
+        status = self._wait_run()
         self.run_result = status
         if status[0] != "ok":
             return self._replay_end_failed(result)
@@ -1789,6 +1791,14 @@ class CoExecutor(_Recorder):
         self.log.clear()
         self.keepalive.clear()
         return self.trace
+
+    def _wait_run(self) -> tuple:
+        """Waits for the run to end; the time counts as host stall (the
+        host waits for the graph, as at a fetch)."""
+        start = time.perf_counter()
+        status = self.run.wait()
+        self.end_wait_s += time.perf_counter() - start
+        return status
 
     def _commit_direct(self, commits: list, by_name: dict) -> Optional[list]:
         """Commits the run's final state values that can be copied straight

@@ -537,6 +537,7 @@ class TerraFunction:
         wall = time.perf_counter() - start
         status = ex.run_result or ("cancelled", "", 0.0, 0.0, 0.0)
         _, _, g_exec, g_stall, h_stall = status
+        h_stall += ex.end_wait_s
         step = {"phase": "coexec", "host_exec_s": max(wall - h_stall, 0.0), "host_stall_s": h_stall,
                 "graph_exec_s": g_exec, "graph_stall_s": g_stall,
                 "graph_reads": ex.graph_reads, "host_reads": ex.host_reads,
