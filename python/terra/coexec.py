@@ -145,8 +145,8 @@ def infer_meta(func: Any, args: tuple, kwargs: dict) -> Any:
                 rule = _META_RULES.get(str(func)) or _like_input_rule(func) or _foreach_rule(func)
                 if rule is None:
                     raise MetaUnavailable(f"{func} has no meta kernel ({type(exc).__name__})") from exc
-                if isinstance(exc, NotImplementedError):  # no meta kernel at all (not a bad argument)
-                    _RULE_ONLY[func] = rule
+                if isinstance(exc, NotImplementedError) and f"'{func._schema.name}'" in str(exc):
+                    _RULE_ONLY[func] = rule  # the op itself has no meta kernel (for any argument)
                 hit = rule(*margs, **mkwargs)
         _META_CACHE[sig] = hit
     return hit
@@ -575,12 +575,13 @@ class CoExecutor(_Recorder):
             if not isinstance(src, Placeholder):
                 return func(*args, **kwargs)  # a real alias of a real tensor
             return _view_of(src, _to_meta(src), src._terra_token, src._terra_where)
-        try:
-            meta = infer_meta(func, args, kwargs)
-        except MetaUnavailable:
-            if name != "aten.index.Tensor":
-                raise
+        if name == "aten.index.Tensor" and any(
+                isinstance(m, torch.Tensor) and m.dtype in (torch.bool, torch.uint8) for m in args[1]):
+            # A boolean mask's count: from its values (a meta index raises
+            # a ~4 ms NotImplementedError for nonzero).
             meta = self._index_with_mask_meta(func, args)
+        else:
+            meta = infer_meta(func, args, kwargs)
         opinfo = op_info(func)
         # Arguments by alias set, for results that return (a view of) one.
         by_alias: dict[Any, torch.Tensor] = {}

@@ -444,6 +444,40 @@ def test_a_replayed_step_keeps_torchs_threads_and_a_recorded_one_runs_single_thr
     assert all(n == (2 if replayed else 1) for replayed, n in coexec), coexec
 
 
+def test_a_dispatch_mode_the_step_pushes_sees_its_ops() -> None:
+    # The co-executor is called directly while it is the only dispatch
+    # mode (tracing._DirectMode); a mode the program pushes on top of it
+    # must still see the ops it runs, and the step must still match eager.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.n += 1
+            return func(*args, **(kwargs or {}))
+    counts: list = []
+
+    def make() -> tuple:
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y):
+            with Count() as c:
+                h = model(x)
+            counts.append(c.n)
+            loss = F.cross_entropy(h, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    compare(make, batches(8), max_fallbacks=0)
+    assert counts and all(n == counts[0] and n > 0 for n in counts), counts
+
+
 def test_size_forms_are_checked_against_the_operands_dims() -> None:
     from terra.sizes import SymDim
     from terra.tape import form_matches
