@@ -56,7 +56,8 @@ import torch
 from torch.utils._pytree import tree_map
 
 from . import loops, native, relax, sizes, tracing
-from .coexec import CoExecutor, op_key, tensor_spec
+from .coexec import CoExecutor, op_key
+from .runio import tensor_spec
 from .placeholder import Placeholder
 from .sites import user_line
 from .state import StateRegistry

@@ -76,8 +76,8 @@ class Entry:
         self.answer: Any = None  # how a read was answered
         self.mat_kind = ""
         self.feeds: tuple = ()  # flat input indices fed to the graph (values taken on entry)
-        self.chain = 0  # digest of the tape up to this entry (coexec._chain)
-        # For the replay, set when the tape is made (coexec._chain): whether
+        self.chain = 0  # digest of the tape up to this entry (replay._chain)
+        # For the replay, set when the tape is made (replay._chain): whether
         # it needs the call's flat tensor list, and whether it runs for real.
         self.needs_flat = True
         self.real = False
@@ -93,7 +93,7 @@ class Entry:
         # (flat input index, how the recording read it).
         self.mask_reads: tuple = ()
         # For `infer` entries whose shapes follow the inputs' shapes: input
-        # layout -> result recipes (coexec._replay_op); None: infer always.
+        # layout -> result recipes (replay.TapeRecorder._replay_op); None: infer always.
         self.memo: Optional[dict] = None
 
 
@@ -119,7 +119,7 @@ class Tape:
         self.entries = entries
         self.end = end  # None: the tape stops before the end
         self.limit = limit  # entries before this index can be replayed
-        self.signature: Any = None  # the whole tape's digest (coexec._chain)
+        self.signature: Any = None  # the whole tape's digest (replay._chain)
 
 
 class Untapeable(Exception):

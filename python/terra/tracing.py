@@ -500,7 +500,7 @@ class _Recorder(TorchDispatchMode):
                 raw: list = []
                 site, reached = capture(sys._getframe(1), self.stop, raw)
                 self.loop_context = self.loop_counter.context(raw)
-            else:  # a co-executor catching up on its tape (coexec.py)
+            else:  # a co-executor catching up on its tape (replay.py)
                 site, reached, self.loop_context = forced.site, forced.reached, forced.loops
         except Exception as exc:  # never break the user's program
             self.problem(f"tracer error before {name}: {exc!r}")

@@ -13,7 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import terra
-from terra import coexec
+from terra import replay
 from terra.native import NativeModuleMissing, load
 
 try:
@@ -36,7 +36,7 @@ def test_a_static_step_is_replayed_after_its_first_coexecuted_iteration() -> Non
 
 
 def test_tapes_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(coexec, "_TAPES_ENABLED", False)
+    monkeypatch.setattr(replay, "_TAPES_ENABLED", False)
     stats = compare(sgd_program(), batches(6), max_fallbacks=0)
     assert stats["replayed_iterations"] == 0 and not any(_replayed(stats))
 
@@ -364,7 +364,7 @@ def test_replaying_gives_bit_for_bit_what_recording_gives(monkeypatch: pytest.Mo
     from benchmarks.programs import PROGRAMS
 
     def run(tapes: bool) -> tuple:
-        monkeypatch.setattr(coexec, "_TAPES_ENABLED", tapes)
+        monkeypatch.setattr(replay, "_TAPES_ENABLED", tapes)
         program = PROGRAMS[name].build("small")
         fn = terra.function(program.step, cache_dir=None)
         losses = [float(fn(i)) for i in range(12)]
