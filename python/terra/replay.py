@@ -242,7 +242,11 @@ class TapeRecorder:
         against them (tape.form_matches) instead of by value."""
         lo, hi, masked, (args, kwargs) = info
         if lo is None:  # an alias (`detach`): its view has its argument's shape
-            if any(r[0] == "view" for r in e.outs):
+            src = args[0] if args and isinstance(args[0], torch.Tensor) else None
+            ref = self.producers.get(self.key(src)) if src is not None else None
+            handle = self.handles.get(ref.event) if ref is not None else None
+            if any(r[0] == "view" for r in e.outs) and (
+                    handle is None or any(d < 0 for d in self.compiled.node_shape(handle[0], ref.result))):
                 e.infer = True
                 e.outs = tuple(r if r[0] in ("same", "value") else ("infer",) for r in e.outs)
                 e.memo = {}
