@@ -84,6 +84,44 @@ TEST(Channels, WaitBlocksUntilSent) {
   EXPECT_GT(ch.graphStallSeconds(), 0.0);
 }
 
+// A send wakes the graph only for the value it waits for; two graph threads
+// waiting on different points of the same kind each get theirs, whatever
+// the order of the sends (other points and kinds first), and a cancel
+// wakes them all.
+TEST(Channels, WaitersGetTheirOwnPointsWhateverTheOrder) {
+  Channels ch;
+  std::atomic<int> got{0};
+  std::thread a([&] {
+    uint32_t index;
+    ASSERT_TRUE(ch.receiveCase(7, index));
+    EXPECT_EQ(index, 3u);
+    ++got;
+  });
+  std::thread b([&] {
+    Tensor t;
+    ASSERT_TRUE(ch.receiveFeed(8, t));
+    EXPECT_EQ(at(t, 0), 80);
+    ++got;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ch.sendFeed(9, scalarF32(90)); // nobody waits for it yet
+  ch.sendLoop(7, true);          // same point, another kind
+  ch.sendCase(6, 1);
+  EXPECT_EQ(got, 0);
+  ch.sendFeed(8, scalarF32(80));
+  ch.sendCase(7, 3);
+  a.join();
+  b.join();
+  EXPECT_EQ(got, 2);
+  std::thread c([&] {
+    uint32_t index;
+    EXPECT_FALSE(ch.receiveCase(5, index)); // never sent: the cancel ends it
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ch.cancel();
+  c.join();
+}
+
 // Serialized execution: the host waits until the graph needs more input.
 TEST(Channels, WaitGraphIdleReturnsWhenTheGraphBlocks) {
   Channels ch;
