@@ -349,13 +349,14 @@ def test_serialized_mode_replays_and_catches_up() -> None:
     assert sum(replayed) >= 3 and not all(replayed)
 
 
-@pytest.mark.parametrize("name", ["dropblock", "gpt2"])
+@pytest.mark.parametrize("name", ["dropblock", "gpt2", "yolov3", "faster_rcnn"])
 def test_replaying_gives_bit_for_bit_what_recording_gives(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     # Benchmark programs with a ramped drop probability (a relaxed scalar
-    # fed from the replay, random masks drawn on the host) and with batches
-    # of four sequence lengths (one tape each): the same graph fed the same
-    # values must give exactly the same losses and parameters whether each
-    # iteration is recorded or replayed.
+    # fed from the replay, random masks drawn on the host), with batches of
+    # four sequence lengths (one tape for all), and with boolean masks and
+    # RoIs whose counts change every step (shapes inferred in the replay):
+    # the same graph fed the same values must give exactly the same losses
+    # and parameters whether each iteration is recorded or replayed.
     import sys
     from pathlib import Path
     repo = str(Path(__file__).resolve().parents[2])
