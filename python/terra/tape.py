@@ -37,9 +37,16 @@ interactions replayed so far as it would have live (sites, loop contexts
 and backward sites from the tape, results and read values from the
 replay, nothing sent to the run again), checks that the Cursor decides the
 same signals the replay sent, sends what it decided beyond them, and goes
-on recording from there. Ops the tape cannot replay (a boolean-mask index,
-whose result shape depends on values; an op with a tensor from an earlier
-iteration; anything the recorder could not record) end the tape there.
+on recording from there. Ops the tape cannot replay (an op with a tensor
+from an earlier iteration; anything the recorder could not record) end the
+tape there.
+
+Sizes that change while the ops stay the same (a boolean mask's count, a
+batch of another length) do not end a tape: where the compiled graph types
+a value with a dynamic dim, its entry makes its results by shape inference
+(`Entry.infer`), size arguments standing for such dims are checked by their
+recorded form (`form_matches`), and host tensors fed with dynamic dims are
+checked by the feed's type (`relax_host_shapes`); see replay.py.
 """
 from __future__ import annotations
 
