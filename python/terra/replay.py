@@ -432,14 +432,10 @@ class TapeRecorder:
         q = self.pos
         tape = self.tape
         e = tape.entries[q] if q < tape.limit else None
-        if e is None or e.func is not func or (e.kind != "pass" and not (matches(
-                e.spec, args, kwargs, self.idents, self._host_ident) and (
-                    e.forms is None or self._forms_match(e, func, args, kwargs)))):
+        if e is None or not self._fits(e, func, args, kwargs):
             if _TAPE_LOG:
                 self._missed = f"{op_info(func).name}" + ("" if e is None or e.func is not func else " (other arguments)")
-            if not self._choose_tape(q, lambda c: c.func is func and (c.kind == "pass" or (matches(
-                    c.spec, args, kwargs, self.idents, self._host_ident) and (
-                        c.forms is None or self._forms_match(c, func, args, kwargs))))):
+            if not self._choose_tape(q, lambda c: self._fits(c, func, args, kwargs)):
                 return _MISS
             tape = self.tape
             e = tape.entries[q]
@@ -526,6 +522,12 @@ class TapeRecorder:
         if kind == "op" and e.host_eval and host is None:
             self._leave_fast()  # the host could not compute it this time
         return out
+
+    def _fits(self, e: Entry, func: Any, args: tuple, kwargs: dict) -> bool:
+        """Whether a call passes entry `e`'s checks (tape.py)."""
+        return e.func is func and (e.kind == "pass" or (
+            matches(e.spec, args, kwargs, self.idents, self._host_ident)
+            and (e.forms is None or self._forms_match(e, func, args, kwargs))))
 
     def _memo_key(self, e: Entry, args: tuple) -> tuple:
         """What an inferred entry's result shapes depend on: every
