@@ -607,13 +607,14 @@ class TapeRecorder:
     def _replay_read(self, t: torch.Tensor, kind: str, call: Any) -> Any:
         """A read by a tensor method (`numpy`, `bool`, ...) from the tape."""
         q = self.pos
-
-        def same(e: Entry) -> bool:
-            return e.kind == "mat" and e.func is None and e.mat_kind == kind and self._ident(t) == e.spec
-        if q >= self.tape.limit or not same(self.tape.entries[q]):
-            if not self._choose_tape(q, same):
+        tape = self.tape
+        e = tape.entries[q] if q < tape.limit else None
+        if e is None or e.kind != "mat" or e.func is not None or e.mat_kind != kind or self._ident(t) != e.spec:
+            if not self._choose_tape(q, lambda c: c.kind == "mat" and c.func is None and c.mat_kind == kind
+                                     and self._ident(t) == c.spec):
                 return _MISS
-        return self._replay_answer(q, self.tape.entries[q], t, call, None, (t,), {"kind": kind})
+            e = self.tape.entries[q]
+        return self._replay_answer(q, e, t, call, None, (t,), {"kind": kind})
 
     def _choose_tape(self, q: int, fits: Callable[[Entry], bool]) -> bool:
         """Another tape of this key that agrees with the current one on
@@ -636,13 +637,17 @@ class TapeRecorder:
         what = how[0]
         if what == "known" and (not isinstance(t, Placeholder) or t._terra_real is None):
             return _MISS
-        if what == "updated-host" and self.host_values.get(self.key(t)) is None:
-            return _MISS
+        host_value = None
+        if what == "updated-host":
+            host_value = self.host_values.get(self.key(t))
+            if host_value is None:
+                return _MISS
         if self._forward is not None:
             self._note_nodes()
         self.pos = q + 1
         self.current_site = e.site
-        self._emit(e.effects)
+        if e.effects:
+            self._emit(e.effects)
         value = None
         if what in ("fetch", "updated-fetch"):
             value = self._fetch_point(how[1], how[2])
@@ -661,9 +666,12 @@ class TapeRecorder:
             value = t._terra_real
         elif what == "updated-host":
             self.host_reads += 1
-            value = self.host_values.get(self.key(t))
-        with self.pause():
+            value = host_value
+        self.paused += 1  # (self.pause() without its context manager: reads are frequent)
+        try:
             result = call(value if value is not None else t)
+        finally:
+            self.paused -= 1
         if self.fast:
             self.replayed.append(_Replayed(e, func, args, kwargs, None, value if what == "fetch" else None,
                                            result))
