@@ -568,55 +568,74 @@ LogicalResult lowerBatchNormBackward(DLOp op, ValueRange o,
   // Per-channel sums, needed by every gradient but the eval grad_input.
   Value sumG, dotp;
   if (*train || (*res)[1] >= 0 || (*res)[2] >= 0) {
-    SmallVector<Value> sums = buildGeneric(
-        rw, loc, x, mask, false, {dy, x, meanIn}, {id, id, chan},
-        {chanT, chanT}, {zero, zero},
+    // Two single-result reductions rather than one with two results: the
+    // reduction pipeline vectorizes the former only (one two-result
+    // reduction ran ~10x slower than torch's kernel).
+    sumG = buildGeneric(
+        rw, loc, x, mask, false, {dy}, {id}, {chanT}, {zero},
+        [](OpBuilder &b, Location l, ValueRange a, ValueRange acc) {
+          return SmallVector<Value>{arith::AddFOp::create(b, l, acc[0], a[0])};
+        })[0];
+    dotp = buildGeneric(
+        rw, loc, x, mask, false, {dy, x, meanIn}, {id, id, chan}, {chanT},
+        {zero},
         [](OpBuilder &b, Location l, ValueRange a, ValueRange acc) {
           Value centered = arith::SubFOp::create(b, l, a[1], a[2]);
-          return SmallVector<Value>{
-              arith::AddFOp::create(b, l, acc[0], a[0]),
-              arith::AddFOp::create(
-                  b, l, acc[1], arith::MulFOp::create(b, l, centered, a[0]))};
-        });
-    sumG = sums[0];
-    dotp = sums[1];
+          return SmallVector<Value>{arith::AddFOp::create(
+              b, l, acc[0], arith::MulFOp::create(b, l, centered, a[0]))};
+        })[0];
   }
 
   SmallVector<Value> results(op.getNumResults());
   if ((*res)[0] >= 0) {
-    SmallVector<Value> ins{dy, invstd};
+    // Per-channel coefficients first, so that the pass over the input does
+    // no division: scale = invstd * weight, and in training
+    // k = dotp * invstd^2 / M and grad_mean = sum_g / M, then
+    //   grad_input = (dy - (x - mean) * k - grad_mean) * scale.
+    SmallVector<Value> scaleIns{invstd};
+    SmallVector<AffineMap> scaleMaps{chanId};
+    if (w) {
+      scaleIns.push_back(w);
+      scaleMaps.push_back(chanId);
+    }
+    Value scale = pointwise(rw, loc, invstd, scaleIns, scaleMaps, chanT,
+                            [&](OpBuilder &b, Location l, ValueRange a) {
+                              return w ? arith::MulFOp::create(b, l, a[0], a[1])
+                                             .getResult()
+                                       : a[0];
+                            });
+    SmallVector<Value> ins{dy, scale};
     SmallVector<AffineMap> maps{id, chan};
     if (*train) {
-      ins.append({x, meanIn, sumG, dotp});
+      Value count = countElements(rw, loc, x, mask, et);
+      Value k = pointwise(
+          rw, loc, dotp, {dotp, invstd}, {chanId, chanId}, chanT,
+          [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+            return arith::DivFOp::create(
+                b, l,
+                arith::MulFOp::create(b, l, a[0],
+                                      arith::MulFOp::create(b, l, a[1], a[1])),
+                count);
+          });
+      Value gradMean = pointwise(
+          rw, loc, sumG, {sumG}, {chanId}, chanT,
+          [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+            return arith::DivFOp::create(b, l, a[0], count);
+          });
+      ins.append({x, meanIn, k, gradMean});
       maps.append({id, chan, chan, chan});
     }
-    unsigned wi = ins.size();
-    if (w) {
-      ins.push_back(w);
-      maps.push_back(chan);
-    }
-    Value count = countElements(rw, loc, x, mask, et);
     Value dx = pointwise(
         rw, loc, x, ins, maps, in,
         [&](OpBuilder &b, Location l, ValueRange a) -> Value {
-          Value g = a[0], is = a[1];
+          Value g = a[0];
           if (*train) {
-            // k = dotp * invstd^2 / M, grad_mean = sum_g / M.
-            Value k = arith::DivFOp::create(
-                b, l,
-                arith::MulFOp::create(b, l, a[5],
-                                      arith::MulFOp::create(b, l, is, is)),
-                count);
-            Value gradMean = arith::DivFOp::create(b, l, a[4], count);
             Value proj = arith::MulFOp::create(
-                b, l, arith::SubFOp::create(b, l, a[2], a[3]), k);
+                b, l, arith::SubFOp::create(b, l, a[2], a[3]), a[4]);
             g = arith::SubFOp::create(
-                b, l, arith::SubFOp::create(b, l, g, proj), gradMean);
+                b, l, arith::SubFOp::create(b, l, g, proj), a[5]);
           }
-          Value v = arith::MulFOp::create(b, l, g, is);
-          if (w)
-            v = arith::MulFOp::create(b, l, v, a[wi]);
-          return v;
+          return arith::MulFOp::create(b, l, g, a[1]);
         });
     results[(*res)[0]] = castWithGuards(rw, loc, dx, resultType(op, (*res)[0]));
   }

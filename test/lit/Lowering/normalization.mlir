@@ -123,22 +123,32 @@ terra.graph @batch_norm_eval {
 
 // -----
 
-// One reduction gives sum(dy) and sum((x - mean) * dy) per channel; they feed
-// grad_input, grad_weight (times invstd) and grad_bias (sum(dy) itself).
+// Two single-result reductions give sum(dy) and sum((x - mean) * dy) per
+// channel (one two-result reduction is not vectorized); per-channel
+// coefficients (invstd * weight, dotp * invstd^2 / M, sum(dy) / M) leave the
+// pass over the input without divisions; the sums also give grad_weight
+// (times invstd) and grad_bias (sum(dy) itself).
 // CHECK-LABEL: terra.graph @batch_norm_backward_train
 // CHECK:         %[[G:.*]] = terra.feed 1
 // CHECK:         %[[X:.*]] = terra.feed 2
 // CHECK:         %[[W:.*]] = terra.feed 3
 // CHECK:         %[[SM:.*]] = terra.feed 4
 // CHECK:         %[[SI:.*]] = terra.feed 5
-// CHECK:         %[[S:.*]]:2 = linalg.generic {{.*}} iterator_types = ["reduction", "parallel", "reduction"]}
+// CHECK:         %[[SG:.*]] = linalg.generic {{.*}} iterator_types = ["reduction", "parallel", "reduction"]}
+// CHECK-SAME:      ins(%[[G]] :
+// CHECK:         %[[DOT:.*]] = linalg.generic {{.*}} iterator_types = ["reduction", "parallel", "reduction"]}
 // CHECK-SAME:      ins(%[[G]], %[[X]], %[[SM]] :
-// CHECK:         %[[DX:.*]] = linalg.generic {{.*}} ins(%[[G]], %[[SI]], %[[X]], %[[SM]], %[[S]]#0, %[[S]]#1, %[[W]] :
-// CHECK:         %[[DW:.*]] = linalg.generic {{.*}} ins(%[[S]]#1, %[[SI]] :
+// CHECK:         %[[SCALE:.*]] = linalg.generic {{.*}} ins(%[[SI]], %[[W]] :
+// CHECK:         %[[K:.*]] = linalg.generic {{.*}} ins(%[[DOT]], %[[SI]] :
+// CHECK:         %[[GM:.*]] = linalg.generic {{.*}} ins(%[[SG]] :
+// CHECK:           arith.divf
+// CHECK:         %[[DX:.*]] = linalg.generic {{.*}} ins(%[[G]], %[[SCALE]], %[[X]], %[[SM]], %[[K]], %[[GM]] :
+// CHECK-NOT:       arith.divf
+// CHECK:         %[[DW:.*]] = linalg.generic {{.*}} ins(%[[DOT]], %[[SI]] :
 // CHECK:           arith.mulf
 // CHECK:         terra.fetch 0 %[[DX]]
 // CHECK:         terra.fetch 1 %[[DW]]
-// CHECK:         terra.fetch 2 %[[S]]#0
+// CHECK:         terra.fetch 2 %[[SG]]
 terra.graph @batch_norm_backward_train {
   %g = terra.feed 1 : tensor<4x3x5xf32>
   %x = terra.feed 2 : tensor<4x3x5xf32>
