@@ -199,6 +199,22 @@ def TerraFuseElementwise : Pass<"terra-fuse-elementwise"> {
                            "mlir::tensor::TensorDialect"];
 }
 
+def TerraCollapseDims : Pass<"terra-collapse-dims"> {
+  let summary = "Collapse adjacent loop dims of linalg.generic ops into one";
+  let description = [{
+    For each `linalg.generic` on tensors (without `linalg.index`) whose
+    operands will be buffers with the identity layout, adjacent loop dims
+    of the same iterator type that stay adjacent, in order, in every
+    indexing map (or appear in none) are collapsed into one loop
+    (`linalg::collapseOpIterationDims`; the operands get
+    `tensor.collapse_shape`, a view of such buffers). A reduction over an
+    image's (h, w) becomes one loop of h*w elements and an elementwise op on
+    a 4-d tensor one flat loop, so the loops LLVM vectorizes are long
+    instead of a short innermost dim.
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect", "mlir::tensor::TensorDialect"];
+}
+
 def TerraReassociateReductions : Pass<"terra-reassociate-reductions"> {
   let summary = "Allow float sum reductions to be reassociated so they vectorize";
   let description = [{

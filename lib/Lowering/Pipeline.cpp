@@ -65,6 +65,8 @@ void terra::buildCPULoweringPipeline(OpPassManager &pm) {
   // so that the padded input copies die (before fusion can change them).
   pm.addPass(createTerraLibraryConvolutions());
   addFusionPasses(pm);
+  // Long loops to vectorize: adjacent dims every operand walks in order as one.
+  pm.addPass(createTerraCollapseDims());
   // exp/log/tanh/erf/... as polynomials that vectorize with the fused loop.
   pm.addPass(createTerraApproximateMath());
   // Float sums may be reassociated, so that their loops vectorize.
