@@ -25,7 +25,7 @@ from .placeholder import Placeholder, Token
 from .runio import from_fetch, tensor_spec
 from .sites import is_engine_site, user_line
 from .tape import (Entry, Tape, Untapeable, flat_inputs, form_matches, matches, relax_host_shapes,
-                   relaxed_value, schema_tensors, spec_of)
+                   relaxed_arg, relaxed_value, schema_tensors, spec_of)
 from .trace import OpEvent, ValueRef
 from .tracing import _flat_tensors_deep, op_info
 
@@ -445,7 +445,7 @@ class TapeRecorder:
         if e.infer:  # data-dependent sizes: shapes from these arguments
             if e.memo is not None:
                 # Shapes that follow the inputs' shapes: recipes kept per input layout.
-                memo_key = self._memo_key(e, args)
+                memo_key = self._memo_key(e, args, kwargs)
                 memo_recipes = e.memo.get(memo_key)
             if memo_recipes is None:
                 if e.mask_reads and not self._read_masks(e, args, kwargs):
@@ -529,7 +529,7 @@ class TapeRecorder:
             matches(e.spec, args, kwargs, self.idents, self._host_ident)
             and (e.forms is None or self._forms_match(e, func, args, kwargs))))
 
-    def _memo_key(self, e: Entry, args: tuple) -> tuple:
+    def _memo_key(self, e: Entry, args: tuple, kwargs: dict) -> tuple:
         """What an inferred entry's result shapes depend on: every
         data-dependent size this iteration has met so far (`layout`: the
         shapes of relaxed host tensors and of boolean-mask results, in
@@ -537,8 +537,7 @@ class TapeRecorder:
         the same shape) and its relaxed scalar (fed, so unchecked)."""
         if e.relaxed is None:
             return tuple(self.layout)
-        position, name, kwarg_only = e.relaxed[:3]
-        v = args[position] if position < len(args) and not kwarg_only else name
+        v = relaxed_arg(e, args, kwargs)
         return tuple(self.layout) + (("relaxed", tuple(v) if isinstance(v, list) else v),)
 
     def _read_masks(self, e: Entry, args: tuple, kwargs: dict) -> bool:

@@ -312,10 +312,16 @@ def relax_host_shapes(spec: tuple, dynamic: dict) -> tuple:
     return (tuple(leaf(x) for x in sa), tuple((k, leaf(x)) for k, x in sk))
 
 
+def relaxed_arg(e: Entry, args: tuple, kwargs: dict) -> Any:
+    """An entry's relaxed argument (a scalar or scalar list) in this call."""
+    position, name, kwarg_only = e.relaxed[:3]
+    return args[position] if position < len(args) and not kwarg_only else kwargs[name]
+
+
 def relaxed_value(e: Entry, args: tuple, kwargs: dict) -> torch.Tensor:
     """The feed value of an entry's relaxed argument in this call."""
-    position, name, kwarg_only, dtype, length = e.relaxed
-    v = args[position] if position < len(args) and not kwarg_only else kwargs[name]
+    dtype, length = e.relaxed[3:]
+    v = relaxed_arg(e, args, kwargs)
     if length is None:
         return torch.tensor(float(v), dtype=dtype)
     return torch.tensor([float(x) for x in v], dtype=dtype)
