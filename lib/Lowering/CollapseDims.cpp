@@ -59,7 +59,8 @@ SmallVector<ReassociationIndices> collapsibleRuns(linalg::GenericOp op) {
 bool contiguousOnceBufferized(Value v) {
   // Static shapes only: collapsing dynamic dims crashes MLIR 22's
   // expand-strided-metadata on the collapsed buffer.
-  if (auto t = dyn_cast<RankedTensorType>(v.getType()); t && !t.hasStaticShape())
+  if (auto t = dyn_cast<RankedTensorType>(v.getType());
+      t && !t.hasStaticShape())
     return false;
   if (auto toTensor = v.getDefiningOp<bufferization::ToTensorOp>()) {
     auto type = dyn_cast<MemRefType>(toTensor.getBuffer().getType());
@@ -80,8 +81,9 @@ struct TerraCollapseDimsPass
           op.getBody()->getOps<linalg::IndexOp>().empty() &&
           // collapseOpIterationDims needs plain dims in every map (a
           // broadcast written as a constant 0 index crashes it).
-          llvm::all_of(op.getIndexingMapsArray(),
-                       [](AffineMap m) { return m.isProjectedPermutation(); }) &&
+          llvm::all_of(
+              op.getIndexingMapsArray(),
+              [](AffineMap m) { return m.isProjectedPermutation(); }) &&
           llvm::all_of(op->getOperands(), contiguousOnceBufferized))
         ops.push_back(op);
     });

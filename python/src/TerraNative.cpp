@@ -126,58 +126,38 @@ public:
     return toArray(t);
   }
   /// Copies published values straight into host memory, for a committed
-  /// iteration's state: `items` are (point, instance, data_ptr, dtype,
-  /// sizes, strides) of destinations the caller keeps alive. An item is
-  /// copied when the value has the destination's dtype and sizes and both
-  /// are dense row-major (dims of size 1 aside); returns, per item, whether
-  /// it was, or None (nothing copied) when a value was never published
-  /// (the run failed or was cancelled). One call, the GIL released once, and a memcpy per
-  /// value, instead of a fetch, a numpy array and a torch copy each.
+  /// iteration's state: `items` are (point, instance, tensor spec of the
+  /// destination). An item is copied when the value has the destination's
+  /// dtype and sizes and both are contiguous; returns, per item, whether it
+  /// was, or None (nothing copied) when a value was never published (the
+  /// run failed or was cancelled). One call, the GIL released once, and a
+  /// memcpy per value, instead of a fetch, a numpy array and a torch copy
+  /// each.
   py::object fetchInto(const py::list &items) {
-    struct Item {
-      int64_t point;
-      uint64_t instance;
-      void *data;
-      DType dtype;
-      std::vector<int64_t> sizes, strides;
-    };
-    std::vector<Item> work;
-    work.reserve(items.size());
+    std::vector<std::pair<int64_t, uint64_t>> points;
+    std::vector<Tensor> dsts;
+    points.reserve(items.size());
+    dsts.reserve(items.size());
     for (py::handle h : items) {
       auto t = h.cast<py::tuple>();
-      if (t.size() != 6)
-        throw py::value_error("an item is (point, instance, ptr, dtype, sizes, strides)");
-      work.push_back({t[0].cast<int64_t>(), t[1].cast<uint64_t>(),
-                      reinterpret_cast<void *>(t[2].cast<uintptr_t>()),
-                      dtypeOf(t[3].cast<std::string>()),
-                      t[4].cast<std::vector<int64_t>>(),
-                      t[5].cast<std::vector<int64_t>>()});
+      if (t.size() != 3)
+        throw py::value_error("an item is (point, instance, tensor spec)");
+      points.push_back({t[0].cast<int64_t>(), t[1].cast<uint64_t>()});
+      dsts.push_back(toTensor(t[2].cast<py::tuple>()));
     }
-    auto dense = [](const std::vector<int64_t> &sizes,
-                    const std::vector<int64_t> &strides) {
-      int64_t expected = 1;
-      for (size_t i = sizes.size(); i-- > 0;) {
-        if (sizes[i] != 1 && strides[i] != expected)
-          return false;
-        expected *= sizes[i];
-      }
-      return true;
-    };
-    std::vector<bool> copied(work.size(), false);
-    std::vector<Tensor> sources(work.size());
+    std::vector<bool> copied(dsts.size(), false);
+    std::vector<Tensor> sources(dsts.size());
     bool published = true;
     {
       py::gil_scoped_release release;
       // All values first: the state is written all or not at all.
-      for (size_t i = 0; i < work.size() && published; ++i)
-        published = state->channels.waitFetch(work[i].point, work[i].instance,
+      for (size_t i = 0; i < dsts.size() && published; ++i)
+        published = state->channels.waitFetch(points[i].first, points[i].second,
                                               sources[i]);
-      for (size_t i = 0; i < work.size() && published; ++i) {
-        const Item &dst = work[i];
-        const Tensor &src = sources[i];
+      for (size_t i = 0; i < dsts.size() && published; ++i) {
+        const Tensor &dst = dsts[i], &src = sources[i];
         if (src.dtype != dst.dtype || src.sizes != dst.sizes ||
-            dst.strides.size() != dst.sizes.size() ||
-            !dense(src.sizes, src.strides) || !dense(dst.sizes, dst.strides))
+            !src.isContiguous() || !dst.isContiguous())
           continue;
         if (src.data != dst.data)
           std::memmove(dst.data, src.data,

@@ -36,7 +36,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from . import relax, replay
-from .placeholder import Placeholder, Token, real
+from .placeholder import Placeholder, Token, real, view_placeholder
 from .loops import restrict, transitions
 from .replay import _MISS, TapeRecorder, _Replayed
 from .runio import from_fetch, tensor_spec
@@ -377,7 +377,10 @@ class CoExecutor(TapeRecorder, _Recorder):
                 try:
                     kwargs = kwargs or {}
                     out = self._replay_op(func, args, kwargs)
-                    return out if out is not _MISS else self._dispatch(func, args, kwargs)
+                    if out is not _MISS:
+                        return out
+                    self._leave_fast()  # (what _dispatch would do after the same miss)
+                    return self._dispatch(func, args, kwargs)
                 finally:
                     if resume:
                         counter.resume()
@@ -697,7 +700,7 @@ class CoExecutor(TapeRecorder, _Recorder):
                     value = self.feed_values.pop(i)
                     if not self.compiled.shape_fits(got[0], value.shape):
                         raise Deviation(f"a fed tensor has shape {list(value.shape)}; the graph was "
-                                        f"compiled for {self.compiled.feed_shape(got[0])}")
+                                        f"compiled for {self.compiled.node_shape(got[0], 0)}")
                     self._send(("feed", got[0], self.feed_src.get(i)), value)
                 elif isinstance(ev, StateEvent):
                     key = keys.get(op_key(ev))
@@ -1031,12 +1034,5 @@ def _view_of(target: torch.Tensor, meta: torch.Tensor, token: Token, where: str,
              real_base: Optional[tuple] = None) -> Placeholder:
     """A placeholder viewing `target`'s memory; `meta` is the view of a
     meta copy of `target` (offsets relative to `target`)."""
-    ph = Placeholder(meta, token, offset=target.storage_offset() + meta.storage_offset())
-    if isinstance(target, Placeholder):
-        addr, ph._terra_base = target._terra_addr, target._terra_base
-    else:
-        addr, ph._terra_base = target.data_ptr(), real_base
-    if addr is not None:
-        ph._terra_addr = addr + meta.storage_offset() * meta.element_size()
-    ph._terra_where = where
-    return ph
+    return view_placeholder(target, meta.shape, meta.stride(), meta.storage_offset(), meta.dtype, token, where,
+                            real_base)

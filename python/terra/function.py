@@ -184,7 +184,7 @@ class TerraFunction:
         self.host_executor: Optional[Callable] = None
         self.stages: dict[str, str] = {}
         self._dummies: dict[str, torch.Tensor] = {}
-        self._feed_shapes: dict[int, list[int]] = {}
+        self._node_shapes: dict[tuple, list[int]] = {}
         self.tapes: dict = {}
         self.host_dynamic: dict = {}
 
@@ -413,9 +413,8 @@ class TerraFunction:
         self.stages = dict(stages) if keep_stages else self.stages
         self.cursor = self.session.cursor()
         self.tapes = {}  # argument shapes -> the last validated iteration's tape (tape.py)
-        self.host_dynamic: dict = {}  # argument shapes -> host tensor number -> dims its tapes relax
-        self._feed_shapes = {}
-        self._node_shapes: dict[tuple, list[int]] = {}
+        self.host_dynamic = {}  # argument shapes -> host tensor number -> dims its tapes relax
+        self._node_shapes = {}
         self.unrolled = set(self.session.unrolled_loops)
         self.state_names = list(graph.state_names)
         self.host_op_names = [name for name, _ in graph.host_ops]
@@ -424,12 +423,6 @@ class TerraFunction:
         self._log(f"-> co-execution (compiled in {elapsed:.2f} s"
                   f"{', cached' if graph.loaded_from_cache else ''}"
                   f"{', host ops: ' + ', '.join(self.host_op_names) if self.host_op_names else ''})")
-
-    def feed_shape(self, node: int) -> list[int]:
-        shape = self._feed_shapes.get(node)
-        if shape is None:
-            shape = self._feed_shapes[node] = list(self.session.node_shape(node, 0))
-        return shape
 
     def node_shape(self, node: int, result: int) -> list[int]:
         """The compiled graph's shape of a node's result (-1: a dynamic dim)."""
@@ -440,7 +433,7 @@ class TerraFunction:
 
     def shape_fits(self, node: int, shape: Any) -> bool:
         """A fed tensor of `shape` fits the compiled graph's feed `node`."""
-        want = self.feed_shape(node)
+        want = self.node_shape(node, 0)
         return len(want) == len(shape) and all(w < 0 or w == d for w, d in zip(want, shape))
 
     def state_value(self, name: str, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -613,8 +606,8 @@ class _BackgroundCompile:
 @contextlib.contextmanager
 def _host_threads(n: int, now: bool = True) -> Iterator[int]:
     """torch's intra-op threads while a step co-executes. The host computes
-    almost nothing then (random numbers, tiny host-evaluated ops, the
-    commit's copies), but each of those parallel regions leaves torch's
+    little then (random numbers, tiny host-evaluated ops, the recorder's
+    meta results), but each of its parallel regions leaves torch's
     OpenMP workers spinning for a while afterwards, on the cores the graph
     runs on (measured: co-executed steps 25-40% slower). Yields the
     caller's setting, which comes back after the step, or at a deviation

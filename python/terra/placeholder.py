@@ -126,6 +126,22 @@ class Placeholder(torch.Tensor):
         return tree_map(lambda o: reals.get(id(o), o) if isinstance(o, torch.Tensor) else o, out)
 
 
+def view_placeholder(target: torch.Tensor, shape: Any, stride: Any, rel: int, dtype: torch.dtype,
+                     token: Token, where: str, real_base: Optional[tuple] = None) -> Placeholder:
+    """A placeholder viewing `target`'s memory (`token`) at `rel` elements
+    from `target`'s offset; a view of real memory keeps the address and
+    base identity the real view would have (`real_base`: `target`'s)."""
+    ph = Placeholder.make(shape, stride, target.storage_offset() + rel, dtype, token)
+    if isinstance(target, Placeholder):
+        addr, ph._terra_base = target._terra_addr, target._terra_base
+    else:
+        addr, ph._terra_base = target.data_ptr(), real_base
+    if addr is not None:
+        ph._terra_addr = addr + rel * ph.element_size()
+    ph._terra_where = where
+    return ph
+
+
 def _recording() -> bool:
     from . import tracing  # noqa: PLC0415 - tracing imports this module
     return tracing._ACTIVE is not None

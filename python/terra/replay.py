@@ -20,14 +20,14 @@ from typing import Any, Callable, Optional
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from . import mlir_text, sizes
-from .placeholder import Placeholder, Token
+from . import sizes
+from .placeholder import Placeholder, Token, view_placeholder
 from .runio import from_fetch, tensor_spec
 from .sites import is_engine_site, user_line
 from .tape import (Entry, Tape, Untapeable, flat_inputs, form_matches, matches, relax_host_shapes,
-                   relaxed_arg, relaxed_value, schema_tensors, spec_of)
+                   relaxed_arg, relaxed_value, spec_of)
 from .trace import OpEvent, ValueRef
-from .tracing import _flat_tensors_deep, op_info
+from .tracing import _flat_tensors_deep, op_info, passed_args
 
 
 class TapeRecorder:
@@ -243,10 +243,8 @@ class TapeRecorder:
         lo, hi, masked, (args, kwargs) = info
         if lo is None:  # an alias (`detach`): its view has its argument's shape
             src = args[0] if args and isinstance(args[0], torch.Tensor) else None
-            ref = self.producers.get(self.key(src)) if src is not None else None
-            handle = self.handles.get(ref.event) if ref is not None else None
-            if any(r[0] == "view" for r in e.outs) and (
-                    handle is None or any(d < 0 for d in self.compiled.node_shape(handle[0], ref.result))):
+            shape = self._graph_shape(self.producers.get(self.key(src))) if src is not None else None
+            if any(r[0] == "view" for r in e.outs) and (shape is None or any(d < 0 for d in shape)):
                 e.infer = True
                 e.outs = tuple(r if r[0] in ("same", "value") else ("infer",) for r in e.outs)
                 e.memo = {}
@@ -256,23 +254,12 @@ class TapeRecorder:
         if idx is None:
             return
         ev = events[idx]
-        compiled = self.compiled
-        infer = masked
-        if not infer:
-            handle = self.handles.get(idx)
-            infer = handle is None or any(d < 0 for j in range(len(ev.results))
-                                          for d in compiled.node_shape(handle[0], j))
-
-        def events_shape(ref: ValueRef) -> list:
-            handle = self.handles.get(ref.event)
-            return compiled.node_shape(handle[0], ref.result) if handle is not None else []
+        infer = masked or any(sh is None or any(d < 0 for d in sh)
+                              for sh in (self._graph_shape(ValueRef(idx, j)) for j in range(len(ev.results))))
 
         def dynamic_dim(ref: ValueRef, d: int) -> bool:
-            handle = self.handles.get(ref.event)
-            if handle is None:
-                return True
-            shape = compiled.node_shape(handle[0], ref.result)
-            return d >= len(shape) or shape[d] < 0
+            shape = self._graph_shape(ref)
+            return shape is None or d >= len(shape) or shape[d] < 0
         forms: dict = {}
         if e.name in sizes.SIZE_ARGS:
             own = len(ev.inputs) - ev.args.get(sizes.SHAPE_OPERANDS, 0)
@@ -281,8 +268,9 @@ class TapeRecorder:
                 syms = [form] if isinstance(form, sizes.SymDim) else \
                     [x for x in form if isinstance(x, sizes.SymDim)] if isinstance(form, list) else []
                 # A reshape's inferred entry (-1) follows its operand's numel.
-                inferred_entry = (isinstance(form, list) and -1 in form and e.name in sizes.RESHAPES and ev.inputs
-                                  and any(dynamic_dim(ev.inputs[0], d) for d in range(len(events_shape(ev.inputs[0])))))
+                source = self._graph_shape(ev.inputs[0]) if ev.inputs else None
+                inferred_entry = (isinstance(form, list) and -1 in form and e.name in sizes.RESHAPES
+                                  and source is not None and any(d < 0 for d in source))
                 if not inferred_entry and not any(
                         x.operand < len(ev.inputs) and dynamic_dim(ev.inputs[x.operand], x.dim) for x in syms):
                     continue  # a static size: checked by value
@@ -292,10 +280,9 @@ class TapeRecorder:
                     raise Untapeable("a data-dependent size taken from a value the tape cannot find")
                 forms[aname] = (form, extra)
         if forms and e.name == "aten._reshape_alias" and "size" in forms:
-            # Its strides (dropped from the graph's op, a reshape) are the
-            # contiguous strides of its size when they were so here.
-            values = {aname: (args[i] if i < len(args) and not kwarg_only else kwargs.get(aname))
-                      for i, aname, kwarg_only, _, _ in op_info(e.func).args}
+            # Its strides (dropped from the graph's op, a reshape) are those
+            # of the view it stands for when they were so here.
+            values = {info[1]: v for info, v in passed_args(op_info(e.func).args, args, kwargs)}
             size, stride, x = values.get("size"), values.get("stride"), values.get("self")
             if isinstance(size, list) and isinstance(stride, list) and stride == _view_strides(x, size):
                 forms["stride"] = ("view-strides", ())
@@ -324,8 +311,21 @@ class TapeRecorder:
             # per input layout (GPT-2's few lengths); a mask's count is not.
             e.memo = None if masked else {}
 
+    def _graph_shape(self, ref: Optional[ValueRef]) -> Optional[list]:
+        """The compiled graph's type of a recorded value (-1: a dynamic
+        dim), or None when it was not validated."""
+        handle = self.handles.get(ref.event) if ref is not None else None
+        return self.compiled.node_shape(handle[0], ref.result) if handle is not None else None
+
     def _forms_match(self, e: Entry, func: Any, args: tuple, kwargs: dict) -> bool:
-        tensors = schema_tensors(func, args, kwargs, op_info(func).args)
+        # The op's tensor operands in schema order (tracing._operands), which
+        # symbolic sizes refer to.
+        tensors: list = []
+        for _, v in passed_args(op_info(func).args, args, kwargs):
+            if isinstance(v, torch.Tensor):
+                tensors.append(v)
+            elif isinstance(v, (list, tuple)):
+                tensors.extend(x for x in v if isinstance(x, torch.Tensor))
         for key, (form, extra) in e.forms.items():
             v = args[key] if type(key) is int else kwargs.get(key)
             if form == "view-strides":  # _reshape_alias's strides: those of the view it stands for
@@ -405,21 +405,18 @@ class TapeRecorder:
         # Relaxed alike in every tape of this key (tapes agree on a prefix
         # only if they check it alike): a host tensor relaxed once stays so.
         known = self.compiled.host_dynamic.setdefault(self.tape_key, {})
-        grew = any(known.get(n, frozenset()) | dims != known.get(n) for n, dims in host_dynamic.items())
+        grew = False
         for n, dims in host_dynamic.items():
-            known[n] = known.get(n, frozenset()) | dims
-        if known:
-            for e in entries[:limit]:
-                if e.kind != "mat" and e.spec is not None:
-                    e.spec = relax_host_shapes(e.spec, known)
+            merged = known.get(n, frozenset()) | dims
+            if merged != known.get(n):
+                known[n], grew = merged, True
         tape = Tape(entries[:limit], end, limit)
+        _relax_hosts(tape, known)
         tapes = self.compiled.tapes
         choices = tapes.pop(self.tape_key, [])
         if grew:
             for old in choices:
-                for e in old.entries:
-                    if e.kind != "mat" and e.spec is not None:
-                        e.spec = relax_host_shapes(e.spec, known)
+                _relax_hosts(old, known)
                 _chain(old)
         if len(tapes) >= _MAX_TAPES:  # the least recently made goes
             del tapes[next(iter(tapes))]
@@ -482,11 +479,8 @@ class TapeRecorder:
                 value = out._terra_real
         elif kind == "pass" or e.real:
             out = func(*args, **kwargs)
-            if kind != "pass":
-                self.log.append((func, args, kwargs, out, e.site))
         elif memo_recipes is not None:
             out = self._make_results(e, flat, memo_recipes)
-            self.log.append((func, args, kwargs, out, e.site))
         elif inferred is not None:
             out = inferred
             if memo_key is not None and len(e.memo) < _MEMO_MAX:
@@ -495,11 +489,10 @@ class TapeRecorder:
                 recipes, real_made = self._recipe_list(results, flat)
                 if not real_made:
                     e.memo[memo_key] = tuple(recipes)
-            self.log.append((func, args, kwargs, out, e.site))
         else:
             out = self._make_results(e, flat)
+        if kind == "op":  # (the log replays ops at a deviation; random numbers log their own)
             self.log.append((func, args, kwargs, out, e.site))
-        if kind == "op":
             host = self._host_eval(func, e.name, args, kwargs, out) if e.host_eval else None
             for k in e.written:
                 t = flat[k]
@@ -575,17 +568,11 @@ class TapeRecorder:
                 outs.append(flat[r[1]])
             elif k == "view":
                 target = flat[r[1]]
-                rel = r[4]
                 if isinstance(target, Placeholder):
-                    token, addr, base = target._terra_token, target._terra_addr, target._terra_base
+                    token, base = target._terra_token, None
                 else:
-                    token, addr, base = self._token_of(target), target.data_ptr(), self.base(target)
-                ph = Placeholder.make(r[2], r[3], target.storage_offset() + rel, r[5], token)
-                ph._terra_base = base
-                if addr is not None:
-                    ph._terra_addr = addr + rel * ph.element_size()
-                ph._terra_where = r[6]
-                outs.append(ph)
+                    token, base = self._token_of(target), self.base(target)
+                outs.append(view_placeholder(target, r[2], r[3], r[4], r[5], token, r[6], base))
             else:  # "value"
                 outs.append(r[1])
         struct = e.struct
@@ -608,9 +595,11 @@ class TapeRecorder:
         q = self.pos
         tape = self.tape
         e = tape.entries[q] if q < tape.limit else None
-        if e is None or e.kind != "mat" or e.func is not None or e.mat_kind != kind or self._ident(t) != e.spec:
-            if not self._choose_tape(q, lambda c: c.kind == "mat" and c.func is None and c.mat_kind == kind
-                                     and self._ident(t) == c.spec):
+
+        def fits(c: Entry) -> bool:
+            return c.kind == "mat" and c.func is None and c.mat_kind == kind and self._ident(t) == c.spec
+        if e is None or not fits(e):
+            if not self._choose_tape(q, fits):
                 return _MISS
             e = self.tape.entries[q]
         return self._replay_answer(q, e, t, call, None, (t,), {"kind": kind})
@@ -849,9 +838,7 @@ class TapeRecorder:
                 direct.append((c, cur))
         if not direct:
             return late
-        items = [(fid, inst, t.data_ptr(), mlir_text.element_type(t.dtype), list(t.shape), list(t.stride()))
-                 for (_, fid, inst), t in direct]
-        copied = self.run.fetch_into(items)
+        copied = self.run.fetch_into([(fid, inst, tensor_spec(t)) for (_, fid, inst), t in direct])
         if copied is None:
             return None
         with torch.no_grad():
@@ -919,6 +906,15 @@ def _view_strides(x: Any, size: Any) -> Optional[list]:
         return list(meta.view(list(size)).stride())
     except RuntimeError:
         return None
+
+
+def _relax_hosts(tape: Tape, dynamic: dict) -> None:
+    """The checks of a tape's host tensors fed with dynamic dims, relaxed
+    (tape.relax_host_shapes)."""
+    if dynamic:
+        for e in tape.entries:
+            if e.kind != "mat" and e.spec is not None:
+                e.spec = relax_host_shapes(e.spec, dynamic)
 
 
 def _chain(tape: Tape) -> None:

@@ -65,7 +65,7 @@ SIZE_ARGS: dict[str, tuple[str, ...]] = {
 # Ops whose tensor operand gives only a dtype and device, not a shape.
 _DTYPE_DONORS = frozenset({"aten.new_zeros", "aten.new_ones", "aten.new_empty", "aten.new_full"})
 # Reshapes: one literal entry may become -1.
-RESHAPES = _RESHAPES = frozenset({"aten.view", "aten._unsafe_view", "aten._reshape_alias", "aten.reshape"})
+RESHAPES = frozenset({"aten.view", "aten._unsafe_view", "aten._reshape_alias", "aten.reshape"})
 # Arguments that follow from the sizes and that nothing reads: the traced
 # layout of `_reshape_alias` (the lowering and the host treat it as a
 # reshape), dropped so that it does not pin the sizes.
@@ -119,7 +119,7 @@ def symbolize(name: str, value: Any, tensors: Sequence[torch.Tensor], dynamic: I
     aligned = name == "aten.expand"
     out: list = []
     dynamic = set(dynamic)
-    reshape = name in _RESHAPES and bool(shapes)
+    reshape = name in RESHAPES and bool(shapes)
     if reshape:
         # A reshape keeps a prefix and a suffix of its operand's dims: those
         # entries are the operand's dims (matched as runs, so that a size
@@ -143,7 +143,7 @@ def symbolize(name: str, value: Any, tensors: Sequence[torch.Tensor], dynamic: I
         sym = _find(v, i, n, shapes, aligned, i in dynamic) if v > 1 or (v == 1 and i in dynamic) else None
         out.append(v if sym is None else sym)
     dynamic = [i for i in sorted(dynamic) if i < n and type(out[i]) is int and out[i] > 1]
-    if name in _RESHAPES and -1 not in out and 0 not in out:
+    if name in RESHAPES and -1 not in out and 0 not in out:
         literal = [i for i, v in enumerate(out) if type(v) is int and v > 1]
         pick = dynamic[0] if dynamic else literal[0] if literal else None
         if pick is not None:

@@ -55,6 +55,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from .placeholder import Placeholder
+from .sizes import SymDim
 
 
 class Entry:
@@ -236,31 +237,11 @@ def _match(v: Any, s: tuple, idents: dict, host: Callable[[torch.Tensor], Any]) 
     return type(v) in (list, tuple) and len(v) == n and all(type(x) in (int, float) for x in v)
 
 
-def schema_tensors(func: Any, args: tuple, kwargs: dict, arg_info: Any) -> list:
-    """An op's tensor operands in schema order (tracing._operands), which
-    symbolic sizes refer to."""
-    out: list = []
-    nargs = len(args)
-    for i, aname, kwarg_only, _, _ in arg_info:
-        if i < nargs and not kwarg_only:
-            v = args[i]
-        elif aname in kwargs:
-            v = kwargs[aname]
-        else:
-            continue
-        if isinstance(v, torch.Tensor):
-            out.append(v)
-        elif isinstance(v, (list, tuple)):
-            out.extend(x for x in v if isinstance(x, torch.Tensor))
-    return out
-
-
 def form_matches(form: Any, value: Any, tensors: list) -> bool:
     """Whether size argument `value` is what its recorded form (sizes.py)
     gives for these operands: the graph computes the size from the form,
     so the replay may pass the call on only if they agree. A reshape's
     inferred entry (-1) must be what the other entries leave."""
-    from .sizes import SymDim  # noqa: PLC0415 - sizes imports torch only, but keep tape light
     if isinstance(form, SymDim):
         return type(value) is int and form.operand < len(tensors) and \
             tensors[form.operand].dim() > form.dim and tensors[form.operand].shape[form.dim] == value

@@ -543,7 +543,7 @@ class _Recorder(TorchDispatchMode):
             # co-executor can shape the result.
             masks = [m for m in args[1] if isinstance(m, torch.Tensor) and m.dtype in (torch.bool, torch.uint8)]
             if masks:
-                self._kind = "masked"  # a data-dependent result shape (coexec: a tape entry if the host knows the mask)
+                self._kind = "masked"  # a data-dependent result shape (replay.py: its shape is inferred)
             for m in masks:
                 self.materialize(m, "shape", lambda v: None, site)
             self._source = None
@@ -595,15 +595,8 @@ class _Recorder(TorchDispatchMode):
         # How to call the op again from its tensor operands (host calls).
         recipe: list[tuple] = []
         self._last_recipe = recipe
-        nargs = len(args)
         tensors: list[torch.Tensor] = []  # the operands' tensors, for symbolic sizes
-        for i, aname, kwarg_only, tensor_arg, writes in op_info(func).args:
-            if i < nargs and not kwarg_only:
-                v = args[i]
-            elif aname in kwargs:
-                v = kwargs[aname]
-            else:
-                continue
+        for (_, aname, kwarg_only, tensor_arg, writes), v in passed_args(op_info(func).args, args, kwargs):
             if isinstance(v, torch.Tensor):
                 recipe.append((aname, kwarg_only, "t", None))
                 operands.append(self.value_of(v, site))
@@ -949,6 +942,18 @@ def _python_value(v: Any) -> Any:
         if sym is not None and isinstance(v, sym):
             return kind(v)
     raise TraceProblem(f"argument of type {type(v).__name__} is not expressible")
+
+
+def passed_args(arg_info: Any, args: tuple, kwargs: dict) -> Iterator[tuple]:
+    """(schema entry, value) of each argument a call passes, in schema
+    order (`arg_info`: OpInfo.args)."""
+    nargs = len(args)
+    for info in arg_info:
+        i, aname, kwarg_only = info[:3]
+        if i < nargs and not kwarg_only:
+            yield info, args[i]
+        elif aname in kwargs:
+            yield info, kwargs[aname]
 
 
 def _flat_tensors(out: Any) -> Iterator[torch.Tensor]:
