@@ -18,7 +18,7 @@ import torch
 from .sizes import SymDim
 
 # torch dtype -> MLIR element type (and the dtype name used in `args`).
-_ELEMENT_TYPES: dict[torch.dtype, str] = {
+ELEMENT_TYPES: dict[torch.dtype, str] = {
     torch.float32: "f32",
     torch.float64: "f64",
     torch.float16: "f16",
@@ -40,7 +40,7 @@ class UnsupportedValue(TypeError):
 def element_type(dtype: torch.dtype) -> str:
     """The MLIR element type of a torch dtype; raises for unsupported ones."""
     try:
-        return _ELEMENT_TYPES[dtype]
+        return ELEMENT_TYPES[dtype]
     except KeyError:
         raise UnsupportedValue(f"dtype {dtype} has no MLIR element type here") from None
 

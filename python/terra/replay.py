@@ -829,16 +829,18 @@ class TapeRecorder:
         tensors' versions. Returns the commits left to the slots' setters
         (a slot without a tensor of the value's dtype and shape), or None
         if a value was never published (then nothing was written)."""
-        direct, late = [], []
+        direct, items, late = [], [], []
+        plain = (torch.Tensor, torch.nn.Parameter)
         for c in commits:
             cur = by_name[c[0]].get()
-            if cur is None or type(cur) not in (torch.Tensor, torch.nn.Parameter) or cur.device.type != "cpu":
+            if cur is None or type(cur) not in plain or not cur.is_cpu:
                 late.append(c)
             else:
                 direct.append((c, cur))
+                items.append((c[1], c[2], tensor_spec(cur)))
         if not direct:
             return late
-        copied = self.run.fetch_into([(fid, inst, tensor_spec(t)) for (_, fid, inst), t in direct])
+        copied = self.run.fetch_into(items)
         if copied is None:
             return None
         with torch.no_grad():

@@ -17,7 +17,7 @@ Parameters an optimizer holds that no given module names are called
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import torch
 
@@ -38,6 +38,8 @@ class StateRegistry:
                  optimizers: Iterable[torch.optim.Optimizer] = ()):
         self.modules = list(modules)
         self.optimizers = list(optimizers)
+        self._sig: Any = None  # what `_slots` were built from (see slots)
+        self._slots: list[StateSlot] = []
 
     def _walk(self) -> tuple[list[tuple[str, torch.Tensor]], list[tuple[str, torch.nn.Module, str]]]:
         """Named parameters and buffers of every module, in the order and with
@@ -74,8 +76,13 @@ class StateRegistry:
     def slots(self) -> list[StateSlot]:
         """Every slot, in a deterministic order (params with their grads,
         then optimizer state, then buffers). Slots whose tensor is None
-        (a parameter without a gradient) are included."""
-        out: list[StateSlot] = []
+        (a parameter without a gradient) are included.
+
+        Runs twice per co-executed iteration (its start and its commit):
+        the slots are rebuilt only when what they are made from changed
+        (the module tree's parameters and buffers, the optimizers' params
+        and their state dicts and keys); the check is one walk and one
+        comparison (building 570 slots cost YOLOv3 0.9 ms each time)."""
         named, buffers = self._walk()
         names = {id(p): n for n, p in named}
         params = [p for _, p in named]
@@ -85,13 +92,23 @@ class StateRegistry:
                     if id(p) not in names:
                         names[id(p)] = f"opt{oi}.group{gi}.{k}"
                         params.append(p)
+        # The getters hold the parameter, the optimizer's state dict of
+        # each parameter and the module of each buffer: a new one of any of
+        # them, a new name or a new tensor-valued state key is a new layout.
+        states = [[opt.state.get(p) for p in params] for opt in self.optimizers]
+        sig = ([(names[id(p)], id(p)) for p in params],
+               [(name, id(mod), attr) for name, mod, attr in buffers],
+               [[None if not st else (id(st), [k for k, v in st.items() if isinstance(v, torch.Tensor)])
+                 for st in opt_states] for opt_states in states])
+        if sig == self._sig:
+            return list(self._slots)
+        out: list[StateSlot] = []
         for p in params:
             n = names[id(p)]
             out.append(StateSlot(f"param:{n}", lambda p=p: p, _param_setter(p)))
             out.append(StateSlot(f"grad:{n}", lambda p=p: p.grad, _grad_setter(p)))
-        for opt in self.optimizers:
-            for p in params:
-                st = opt.state.get(p)
+        for opt_states in states:
+            for p, st in zip(params, opt_states):
                 if not st:
                     continue
                 for key in sorted(st, key=str):
@@ -102,7 +119,8 @@ class StateRegistry:
         for name, mod, attr in buffers:
             out.append(StateSlot(f"buffer:{name}", lambda mod=mod, attr=attr: getattr(mod, attr),
                                  _attr_setter(mod, attr)))
-        return out
+        self._sig, self._slots = sig, out
+        return list(out)
 
     def tensors(self) -> dict[str, torch.Tensor]:
         """name -> tensor for every slot that holds one now."""
