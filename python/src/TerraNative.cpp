@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "LoopHook.h"
+#include "NativeReplay.h"
 #include "terra/Frontend/Session.h"
 #include "terra/Runtime/GraphRunner.h"
 
@@ -341,6 +342,7 @@ PYBIND11_MODULE(_terra_native, m) {
 
   m.doc() = "Terra-MLIR native runtime: compiler session, validator, runner";
   terra::bindLoopHook(m);
+  terra::bindNativeReplay(m);
 
   py::class_<Session>(m, "Session")
       .def(py::init<>())

@@ -35,7 +35,7 @@ from typing import Any, Optional
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from . import relax, replay
+from . import native, relax, replay, tracing
 from .placeholder import Placeholder, Token, real, view_placeholder
 from .loops import restrict, transitions
 from .replay import _MISS, TapeRecorder, _Replayed
@@ -366,12 +366,24 @@ class CoExecutor(TapeRecorder, _Recorder):
         record.site = site
         self.pending.pop(id(record), None)
 
+    def _direct_mode(self) -> Any:
+        """tracing._DirectMode in C with the native replay of plain entries
+        (NativeReplay.cpp), when there is one."""
+        if replay.NATIVE_REPLAY is None:
+            return super()._direct_mode()
+        return native.load().DirectMode(self, tracing._STACK_MODE.__torch_dispatch__,
+                                        tracing._set_torch_dispatch_mode, tracing._len_torch_dispatch_stack)
+
     def __torch_dispatch__(self, func: Any, types_: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
         # The replay's common case first: the op the tape expects next.
         if self.fast and not self.b_depth and not self.paused:
             q = self.pos
             tape = self.tape
-            if q < tape.limit and tape.entries[q].func is func and threading.get_ident() == self.thread:
+            if q < tape.limit and (e := tape.entries[q]).func is func and threading.get_ident() == self.thread:
+                if e.plain and (native_replay := replay.NATIVE_REPLAY) is not None:
+                    out = native_replay(self, e, func, args, kwargs or {}, q)
+                    if out is not _MISS:
+                        return out
                 counter = self.loop_counter
                 resume = counter.suspend()
                 try:

@@ -24,7 +24,7 @@ from . import sizes
 from .placeholder import Placeholder, Token, view_placeholder
 from .runio import from_fetch, tensor_spec
 from .sites import is_engine_site, user_line
-from .tape import (Entry, Tape, Untapeable, flat_inputs, form_matches, matches, relax_host_shapes,
+from .tape import (Entry, Tape, Untapeable, _match, flat_inputs, form_matches, matches, relax_host_shapes,
                    relaxed_arg, relaxed_value, spec_of)
 from .trace import OpEvent, ValueRef
 from .tracing import _flat_tensors_deep, op_info, passed_args
@@ -569,10 +569,9 @@ class TapeRecorder:
             elif k == "view":
                 target = flat[r[1]]
                 if isinstance(target, Placeholder):
-                    token, base = target._terra_token, None
+                    outs.append(view_placeholder(target, r[2], r[3], r[4], r[5], target._terra_token, r[6]))
                 else:
-                    token, base = self._token_of(target), self.base(target)
-                outs.append(view_placeholder(target, r[2], r[3], r[4], r[5], token, r[6], base))
+                    outs.append(_view_of_real(self, r, target))
             else:  # "value"
                 outs.append(r[1])
         struct = e.struct
@@ -898,6 +897,12 @@ def _prune_host_evals(entries: list[Entry]) -> None:
 _make_wrapper = torch.Tensor._make_wrapper_subclass  # Placeholder.make, inlined in the replay
 
 
+def _view_of_real(ex: TapeRecorder, r: tuple, target: torch.Tensor) -> Placeholder:
+    """A "view" recipe's result on a real tensor: a placeholder with the
+    identity the real view would have (its memory's token and base)."""
+    return view_placeholder(target, r[2], r[3], r[4], r[5], ex._token_of(target), r[6], ex.base(target))
+
+
 def _view_strides(x: Any, size: Any) -> Optional[list]:
     """The strides of `x.view(size)` (what reshape passes `_reshape_alias`),
     from metadata only; None if it is no view."""
@@ -931,6 +936,10 @@ def _chain(tape: Tape) -> None:
         e.needs_flat = bool(e.written or e.feeds or e.struct is not None or len(e.outs) != 1
                             or e.outs[0][0] in ("same", "view") or e.infer)
         e.real = any(r[0] == "real" for r in e.outs)
+        e.plain = (e.kind == "op" and not (e.infer or e.feeds or e.host_eval or e.real or e.mask_reads)
+                   and e.relaxed is None and e.forms is None
+                   and (e.struct is None or e.struct is list or e.struct is tuple)
+                   and all(r[0] in ("new", "same", "view", "value") for r in e.outs))
         h = hash((h, e.func, e.kind, e.mat_kind, repr(e.spec), repr(e.outs), repr(e.effects), repr(e.answer),
                   e.written, e.feeds, e.host_eval, repr(e.relaxed), e.site, repr(e.loops), e.engine_sites,
                   repr(e.forms), repr(e.mask_reads)))
@@ -960,9 +969,30 @@ class _Replayed:
 
 
 _MISS = object()
+
+
+def _native_replay() -> Optional[Callable]:
+    """The native replay of plain entries (python/src/NativeReplay.cpp),
+    configured with this module's classes; None without the native module
+    or with TERRA_NATIVE_REPLAY=0 (every entry replayed in Python)."""
+    if os.environ.get("TERRA_NATIVE_REPLAY", "1") == "0":
+        return None
+    from . import native  # noqa: PLC0415 - the module is built with the front end
+    try:
+        module = native.load()
+    except native.NativeModuleMissing:
+        return None
+    module.replay_configure({"Placeholder": Placeholder, "Token": Token, "Replayed": _Replayed,
+                             "Tensor": torch.Tensor, "make_wrapper": _make_wrapper, "match": _match,
+                             "view_real": _view_of_real, "miss": _MISS})
+    return module.replay_plain
+
+
 _MAX_TAPES = 16  # per compiled graph
 _MEMO_MAX = 16  # input layouts whose inferred recipes an entry keeps
 # TERRA_TAPE=0 records every co-executed iteration (for comparisons).
 _TAPES_ENABLED = os.environ.get("TERRA_TAPE", "1") != "0"
 # TERRA_LOG=tape also says where each iteration leaves its tape.
 _TAPE_LOG = "tape" in os.environ.get("TERRA_LOG", "").split(",")
+# The native replay of plain entries (None: all in Python); tests may patch it.
+NATIVE_REPLAY = _native_replay()

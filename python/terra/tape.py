@@ -63,7 +63,7 @@ class Entry:
 
     __slots__ = ("kind", "func", "name", "spec", "outs", "struct", "effects", "site", "reached",
                  "loops", "engine", "engine_sites", "host_eval", "written", "relaxed", "answer",
-                 "mat_kind", "feeds", "chain", "needs_flat", "real", "ids", "infer", "forms", "mask_reads", "memo")
+                 "mat_kind", "feeds", "chain", "needs_flat", "real", "ids", "infer", "forms", "mask_reads", "memo", "plain")
 
     def __init__(self, kind: str, func: Any, spec: Any):
         self.kind = kind  # "op", "rng", "pass", "mat", "stop"
@@ -103,6 +103,9 @@ class Entry:
         # For `infer` entries whose shapes follow the inputs' shapes: input
         # layout -> result recipes (replay.TapeRecorder._replay_op); None: infer always.
         self.memo: Optional[dict] = None
+        # An op whose replay makes its results from the recipe alone (set
+        # with `needs_flat`): the native replay takes it (replay.py).
+        self.plain = False
 
 
 class End:

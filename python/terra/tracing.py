@@ -367,13 +367,17 @@ class _Recorder(TorchDispatchMode):
     def __enter__(self) -> "_Recorder":
         _push_mode(self)
         if _DIRECT and _len_torch_dispatch_stack() == 1:
-            self._direct = _DirectMode(self)
+            self._direct = self._direct_mode()
             _set_torch_dispatch_mode(self._direct)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self._direct = None
         _pop_mode()
+
+    def _direct_mode(self) -> Any:
+        """The handler torch calls while this recorder is the only mode."""
+        return _DirectMode(self)
 
     def mode_on(self) -> bool:
         """Whether this thread's ops come to this recorder now (it is

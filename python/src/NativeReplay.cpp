@@ -1,0 +1,759 @@
+//===- NativeReplay.cpp - a plain tape entry replayed in C ----------------===//
+//
+// A co-executed iteration that follows its tape replays each op from the
+// tape's entry (python/terra/replay.py, `TapeRecorder._replay_op`): it
+// checks the call against the entry, makes the results (placeholders from
+// the recipe, views of an argument, the argument itself), and keeps what a
+// catch-up or the end of the iteration needs (the log, the replayed
+// entries, the identities of the results). In Python that is ~8 us per op,
+// as much as eager PyTorch spends on a whole small op. `replay_plain` does
+// the same with the Python C API for the entries most ops make: a "plain"
+// entry (replay._chain sets `Entry.plain`) is an op whose results come
+// from the recipe alone (no shape inference, no fed argument, no relaxed
+// scalar, no host evaluation, no size forms, no real results) and whose
+// result structure is a tensor, a list or a tuple. Anything else, and any
+// call that does not pass the entry's checks, is left to the Python replay
+// (the miss sentinel is returned before anything changed).
+//
+// The Python replay is the specification: each step below names the
+// Python it mirrors, and the tests compare the two bit for bit
+// (test/python/test_tape.py). Python helpers are called, with the loop
+// hook suspended as the Python replay has it, only for the rare parts:
+// argument checks other than a known tensor or a plain value
+// (`tape._match`), a view of a real tensor, a write into a real tensor,
+// catching up on a forward op's autograd nodes with several results, and
+// run effects.
+//
+//===----------------------------------------------------------------------===//
+#include "NativeReplay.h"
+
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace {
+
+py::object steal(PyObject *p) {
+  if (!p)
+    throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(p);
+}
+
+py::object borrow(PyObject *p) { return py::reinterpret_borrow<py::object>(p); }
+
+py::object getAttr(PyObject *o, PyObject *name) {
+  return steal(PyObject_GetAttr(o, name));
+}
+
+void setAttr(PyObject *o, PyObject *name, PyObject *value) {
+  if (PyObject_SetAttr(o, name, value) < 0)
+    throw py::error_already_set();
+}
+
+bool isTrue(PyObject *o) {
+  int r = PyObject_IsTrue(o);
+  if (r < 0)
+    throw py::error_already_set();
+  return r != 0;
+}
+
+/// What `replay_configure` hands over: the classes and helpers of the
+/// Python replay, and attribute names interned once.
+struct Config {
+  py::object placeholder, token, replayed, tensor, makeWrapper, match, viewReal,
+      miss, cpu, wrapperKwnames;
+  // Entry attributes.
+  PyObject *spec, *outs, *structName, *ids, *written, *effects, *site, *engine,
+      *needsFlat;
+  // Co-executor attributes.
+  PyObject *idents, *hostIdent, *forward, *pos, *currentSite, *log,
+      *replayedList, *tapeKeep, *noteNodes, *replayWritten, *emit, *loopCounter,
+      *active, *hook, *suspend, *resume, *hostValues, *run, *sendCase,
+      *sendLoop, *sent, *fast, *bDepth, *paused, *tape, *limit, *entries,
+      *plain, *thread, *inside, *torchDispatch;
+  // _Replayed and placeholder attributes.
+  PyObject *entry, *func, *args, *kwargs, *out, *value, *result, *nodes,
+      *gradFn, *terraToken, *terraWhere, *terraAddr, *terraBase, *terraReal,
+      *storageOffset, *elementSize;
+  // Recipe kinds.
+  PyObject *kNew, *kSame, *kView, *kValue, *kT, *kV, *kCase, *kLoop;
+};
+
+Config *config = nullptr;
+
+/// What the native replay did since the process started (tests and
+/// diagnostics): entries replayed, misses, and calls of Python helpers.
+struct Counts {
+  uint64_t replayed = 0, misses = 0, slowChecks = 0, realViews = 0,
+           realWrites = 0, noteNodes = 0, effects = 0, pythonEffects = 0;
+} counts;
+
+PyObject *intern(const char *s) {
+  PyObject *o = PyUnicode_InternFromString(s);
+  if (!o)
+    throw py::error_already_set();
+  return o; // kept for the life of the process
+}
+
+/// Whether `kind` is the interned string `name` (recipe and check kinds
+/// are constants of the Python replay's code, so interned; compared by
+/// value otherwise).
+bool is(PyObject *kind, PyObject *name) {
+  if (kind == name)
+    return true;
+  if (!PyUnicode_Check(kind))
+    return false;
+  return PyUnicode_Compare(kind, name) == 0;
+}
+
+bool isTensor(PyObject *o) {
+  return PyObject_TypeCheck(
+      o, reinterpret_cast<PyTypeObject *>(config->tensor.ptr()));
+}
+
+bool isPlaceholder(PyObject *o) {
+  return PyObject_TypeCheck(
+      o, reinterpret_cast<PyTypeObject *>(config->placeholder.ptr()));
+}
+
+/// The loop hook suspended while Python helpers run, as the Python replay
+/// runs (LoopHook.cpp): only the user's code is traced. LoopCounter.suspend
+/// and resume, without their Python frames.
+class Suspended {
+public:
+  explicit Suspended(PyObject *ex) {
+    py::object counter = getAttr(ex, config->loopCounter);
+    if (!isTrue(getAttr(counter.ptr(), config->active).ptr()))
+      return;
+    hook = getAttr(counter.ptr(), config->hook);
+    resume = isTrue(
+        steal(PyObject_CallMethodNoArgs(hook.ptr(), config->suspend)).ptr());
+  }
+  /// Resumes; an error here wins over none, not over the helper's own.
+  void end() {
+    if (!resume)
+      return;
+    resume = false;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *ok = PyObject_CallMethodNoArgs(hook.ptr(), config->resume);
+    if (!ok) {
+      if (type) { // the helper's error is the one to report
+        PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+      }
+      return;
+    }
+    Py_DECREF(ok);
+    PyErr_Restore(type, value, tb);
+  }
+  ~Suspended() { end(); }
+
+private:
+  py::object hook;
+  bool resume = false;
+};
+
+/// Calls a Python helper with the loop hook suspended.
+py::object callSuspended(PyObject *ex, PyObject *callable,
+                         std::initializer_list<PyObject *> argList) {
+  Suspended suspended(ex);
+  std::vector<PyObject *> argv(argList);
+  PyObject *r =
+      PyObject_Vectorcall(callable, argv.data(), argv.size(), nullptr);
+  suspended.end();
+  if (!r || PyErr_Occurred()) {
+    Py_XDECREF(r);
+    throw py::error_already_set();
+  }
+  return steal(r);
+}
+
+/// The common checks of tape.matches / tape._match: 1 if `v` passes check
+/// `s`, 0 if not, -1 if only `tape._match` can tell (a tensor not identified
+/// yet or checked with its metadata, a list, a symbolic size, a relaxed
+/// scalar). A plain value is compared as the Python does: `!=` for a
+/// positional argument, `==` for a keyword.
+int quickMatch(PyObject *idents, PyObject *v, PyObject *s, bool keyword) {
+  PyObject *kind = PyTuple_GET_ITEM(s, 0);
+  if (is(kind, config->kT) && PyTuple_GET_ITEM(s, 2) == Py_None) {
+    py::object key = steal(PyLong_FromVoidPtr(v));
+    PyObject *ident = PyDict_GetItemWithError(idents, key.ptr());
+    if (!ident) {
+      if (PyErr_Occurred())
+        throw py::error_already_set();
+      return -1;
+    }
+    int eq = PyObject_RichCompareBool(ident, PyTuple_GET_ITEM(s, 1), Py_EQ);
+    if (eq < 0)
+      throw py::error_already_set();
+    return eq;
+  }
+  if (is(kind, config->kV)) {
+    if (reinterpret_cast<PyObject *>(Py_TYPE(v)) != PyTuple_GET_ITEM(s, 1))
+      return 0;
+    // No identity shortcut, as Python evaluates `v != s[2]` / `v == s[2]`.
+    bool same =
+        keyword
+            ? isTrue(
+                  steal(PyObject_RichCompare(v, PyTuple_GET_ITEM(s, 2), Py_EQ))
+                      .ptr())
+            : !isTrue(
+                  steal(PyObject_RichCompare(v, PyTuple_GET_ITEM(s, 2), Py_NE))
+                      .ptr());
+    return same ? 1 : 0;
+  }
+  return -1;
+}
+
+/// tape.matches.
+bool matches(PyObject *ex, PyObject *spec, PyObject *args, PyObject *kwargs) {
+  PyObject *sa = PyTuple_GET_ITEM(spec, 0), *sk = PyTuple_GET_ITEM(spec, 1);
+  if (PyTuple_GET_SIZE(args) != PyTuple_GET_SIZE(sa) ||
+      PyDict_GET_SIZE(kwargs) != PyTuple_GET_SIZE(sk))
+    return false;
+  py::object idents = getAttr(ex, config->idents);
+  py::object host;
+  auto check = [&](PyObject *v, PyObject *s, bool keyword) {
+    int quick = quickMatch(idents.ptr(), v, s, keyword);
+    if (quick >= 0)
+      return quick == 1;
+    ++counts.slowChecks;
+    if (!host)
+      host = getAttr(ex, config->hostIdent);
+    return isTrue(
+        callSuspended(ex, config->match.ptr(), {v, s, idents.ptr(), host.ptr()})
+            .ptr());
+  };
+  for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(args); i < n; ++i)
+    if (!check(PyTuple_GET_ITEM(args, i), PyTuple_GET_ITEM(sa, i), false))
+      return false;
+  for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(sk); i < n; ++i) {
+    PyObject *ks = PyTuple_GET_ITEM(sk, i);
+    PyObject *v = PyDict_GetItemWithError(kwargs, PyTuple_GET_ITEM(ks, 0));
+    if (!v) {
+      if (PyErr_Occurred())
+        throw py::error_already_set();
+      return false;
+    }
+    if (!check(v, PyTuple_GET_ITEM(ks, 1), true))
+      return false;
+  }
+  return true;
+}
+
+/// tape.flat_inputs.
+void flatInputs(PyObject *args, PyObject *kwargs,
+                std::vector<PyObject *> &out) {
+  auto add = [&](PyObject *v) {
+    if (isTensor(v)) {
+      out.push_back(v);
+    } else if (PyList_CheckExact(v) || PyTuple_CheckExact(v)) {
+      Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
+      PyObject **items = PySequence_Fast_ITEMS(v);
+      for (Py_ssize_t i = 0; i < n; ++i)
+        if (isTensor(items[i]))
+          out.push_back(items[i]);
+    }
+  };
+  for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(args); i < n; ++i)
+    add(PyTuple_GET_ITEM(args, i));
+  Py_ssize_t pos = 0;
+  PyObject *key, *value;
+  while (PyDict_Next(kwargs, &pos, &key, &value))
+    add(value);
+}
+
+/// Placeholder.make: a placeholder without a value.
+py::object makePlaceholder(PyObject *shape, PyObject *stride, PyObject *offset,
+                           PyObject *dtype) {
+  PyObject *argv[] = {
+      nullptr, config->placeholder.ptr(), shape,   stride, offset,
+      dtype,   config->cpu.ptr(),         Py_False};
+  return steal(PyObject_Vectorcall(config->makeWrapper.ptr(), argv + 1,
+                                   2 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                   config->wrapperKwnames.ptr()));
+}
+
+/// A result index out of range: the tape does not fit this call.
+PyObject *flatAt(const std::vector<PyObject *> &flat, PyObject *index) {
+  Py_ssize_t k = PyLong_AsSsize_t(index);
+  if (k == -1 && PyErr_Occurred())
+    throw py::error_already_set();
+  if (k < 0 || size_t(k) >= flat.size())
+    throw py::index_error("a tape recipe refers to a missing argument");
+  return flat[k];
+}
+
+/// TapeRecorder._make_results (recipes "new", "same", "view", "value").
+py::object makeResults(PyObject *ex, PyObject *outs, PyObject *structure,
+                       const std::vector<PyObject *> &flat) {
+  Py_ssize_t n = PyTuple_GET_SIZE(outs);
+  py::object results = steal(PyList_New(n));
+  for (Py_ssize_t j = 0; j < n; ++j) {
+    PyObject *r = PyTuple_GET_ITEM(outs, j);
+    PyObject *kind = PyTuple_GET_ITEM(r, 0);
+    py::object o;
+    if (is(kind, config->kNew)) {
+      o = makePlaceholder(PyTuple_GET_ITEM(r, 1), PyTuple_GET_ITEM(r, 2),
+                          PyTuple_GET_ITEM(r, 3), PyTuple_GET_ITEM(r, 4));
+      py::object token = steal(PyObject_CallNoArgs(config->token.ptr()));
+      setAttr(o.ptr(), config->terraToken, token.ptr());
+      setAttr(o.ptr(), config->terraWhere, PyTuple_GET_ITEM(r, 5));
+    } else if (is(kind, config->kSame)) {
+      o = borrow(flatAt(flat, PyTuple_GET_ITEM(r, 1)));
+    } else if (is(kind, config->kView)) {
+      PyObject *target = flatAt(flat, PyTuple_GET_ITEM(r, 1));
+      if (!isPlaceholder(target)) {
+        ++counts.realViews;
+        o = callSuspended(ex, config->viewReal.ptr(), {ex, r, target});
+      } else {
+        // placeholder.view_placeholder for a placeholder target.
+        py::object token = getAttr(target, config->terraToken);
+        py::object base =
+            steal(PyObject_CallMethodNoArgs(target, config->storageOffset));
+        py::object offset =
+            steal(PyNumber_Add(base.ptr(), PyTuple_GET_ITEM(r, 4)));
+        o = makePlaceholder(PyTuple_GET_ITEM(r, 2), PyTuple_GET_ITEM(r, 3),
+                            offset.ptr(), PyTuple_GET_ITEM(r, 5));
+        setAttr(o.ptr(), config->terraToken, token.ptr());
+        py::object addr = getAttr(target, config->terraAddr);
+        py::object realBase = getAttr(target, config->terraBase);
+        if (realBase.ptr() != Py_None)
+          setAttr(o.ptr(), config->terraBase, realBase.ptr());
+        if (addr.ptr() != Py_None) {
+          py::object size =
+              steal(PyObject_CallMethodNoArgs(o.ptr(), config->elementSize));
+          py::object bytes =
+              steal(PyNumber_Multiply(PyTuple_GET_ITEM(r, 4), size.ptr()));
+          py::object at = steal(PyNumber_Add(addr.ptr(), bytes.ptr()));
+          setAttr(o.ptr(), config->terraAddr, at.ptr());
+        }
+        setAttr(o.ptr(), config->terraWhere, PyTuple_GET_ITEM(r, 6));
+      }
+    } else if (is(kind, config->kValue)) {
+      o = borrow(PyTuple_GET_ITEM(r, 1));
+    } else {
+      throw py::value_error("a plain tape entry has a recipe it cannot make");
+    }
+    PyList_SET_ITEM(results.ptr(), j, o.release().ptr());
+  }
+  if (structure == Py_None) {
+    if (n != 1)
+      throw py::value_error("a single-result tape entry has several recipes");
+    return borrow(PyList_GET_ITEM(results.ptr(), 0));
+  }
+  if (structure == reinterpret_cast<PyObject *>(&PyList_Type))
+    return results;
+  return steal(PyList_AsTuple(results.ptr()));
+}
+
+/// TapeRecorder._emit: case selections and loop conditions go to the run
+/// here; an effect list with a feed goes to the Python helper whole.
+void emit(PyObject *ex, PyObject *effects) {
+  ++counts.effects;
+  py::object seq = steal(PySequence_Fast(effects, "effects"));
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.ptr());
+  PyObject **items = PySequence_Fast_ITEMS(seq.ptr());
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject *eff = items[i];
+    if (!PyTuple_Check(eff) || PyTuple_GET_SIZE(eff) < 3 ||
+        !(is(PyTuple_GET_ITEM(eff, 0), config->kCase) ||
+          is(PyTuple_GET_ITEM(eff, 0), config->kLoop))) {
+      ++counts.pythonEffects;
+      py::object method = getAttr(ex, config->emit);
+      callSuspended(ex, method.ptr(), {effects});
+      return;
+    }
+  }
+  py::object run = getAttr(ex, config->run);
+  py::object sent = getAttr(ex, config->sent);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject *eff = items[i];
+    PyObject *method = is(PyTuple_GET_ITEM(eff, 0), config->kCase)
+                           ? config->sendCase
+                           : config->sendLoop;
+    PyObject *argv[] = {run.ptr(), PyTuple_GET_ITEM(eff, 1),
+                        PyTuple_GET_ITEM(eff, 2)};
+    steal(PyObject_VectorcallMethod(
+        method, argv, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
+    if (PyList_Append(sent.ptr(), eff) < 0)
+      throw py::error_already_set();
+  }
+}
+
+/// The replay of a plain entry `e` (see the file comment); `miss` when the
+/// call does not pass its checks, with nothing changed.
+py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
+                       py::handle argsH, py::handle kwargsH, Py_ssize_t q) {
+  if (!config)
+    throw std::runtime_error("replay_configure was not called");
+  PyObject *ex = exH.ptr(), *e = eH.ptr(), *func = funcH.ptr(),
+           *args = argsH.ptr(), *kwargs = kwargsH.ptr();
+  if (!PyTuple_Check(args) || !PyDict_Check(kwargs))
+    throw py::type_error("replay_plain takes an argument tuple and a dict");
+  py::object spec = getAttr(e, config->spec);
+  if (!PyTuple_Check(spec.ptr()) || PyTuple_GET_SIZE(spec.ptr()) != 2)
+    throw py::type_error("a tape entry's spec is (args, kwargs)");
+  if (!matches(ex, spec.ptr(), args, kwargs)) {
+    ++counts.misses;
+    return config->miss;
+  }
+  ++counts.replayed;
+
+  // _replay_op's forward bookkeeping (_note_nodes, its common case inline).
+  py::object fwd = getAttr(ex, config->forward);
+  if (fwd.ptr() != Py_None) {
+    py::object fwdEntry = getAttr(fwd.ptr(), config->entry);
+    py::object fwdStruct = getAttr(fwdEntry.ptr(), config->structName);
+    py::object fwdOut = getAttr(fwd.ptr(), config->out);
+    if (fwdStruct.ptr() == Py_None && isTensor(fwdOut.ptr())) {
+      setAttr(ex, config->forward, Py_None);
+      py::object node = getAttr(fwdOut.ptr(), config->gradFn);
+      py::object nodes = steal(PyList_New(1));
+      PyList_SET_ITEM(nodes.ptr(), 0, node.release().ptr());
+      setAttr(fwd.ptr(), config->nodes, nodes.ptr());
+    } else {
+      ++counts.noteNodes;
+      py::object method = getAttr(ex, config->noteNodes);
+      callSuspended(ex, method.ptr(), {});
+    }
+  }
+  py::object next = steal(PyLong_FromSsize_t(q + 1));
+  setAttr(ex, config->pos, next.ptr());
+  py::object site = getAttr(e, config->site);
+  setAttr(ex, config->currentSite, site.ptr());
+
+  std::vector<PyObject *> flat;
+  if (isTrue(getAttr(e, config->needsFlat).ptr()))
+    flatInputs(args, kwargs, flat);
+  py::object structure = getAttr(e, config->structName);
+  py::object outs = getAttr(e, config->outs);
+  py::object out = makeResults(ex, outs.ptr(), structure.ptr(), flat);
+
+  // The log replays ops eagerly at a deviation.
+  py::object record =
+      steal(PyTuple_Pack(5, func, args, kwargs, out.ptr(), site.ptr()));
+  py::object log = getAttr(ex, config->log);
+  if (PyList_Append(log.ptr(), record.ptr()) < 0)
+    throw py::error_already_set();
+
+  py::object written = getAttr(e, config->written);
+  for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(written.ptr()); i < n; ++i) {
+    PyObject *t = flatAt(flat, PyTuple_GET_ITEM(written.ptr(), i));
+    if (Py_TYPE(t) ==
+        reinterpret_cast<PyTypeObject *>(config->placeholder.ptr())) {
+      setAttr(t, config->terraReal, Py_None);
+    } else if (isTrue(getAttr(ex, config->hostValues).ptr())) {
+      // TapeRecorder._replay_written: a value the host computed for this
+      // memory is stale now (without such values there is nothing to do).
+      ++counts.realWrites;
+      py::object method = getAttr(ex, config->replayWritten);
+      callSuspended(ex, method.ptr(), {t});
+    }
+  }
+
+  // _name_replayed.
+  py::object ids = getAttr(e, config->ids);
+  py::object idents = getAttr(ex, config->idents);
+  py::object keep;
+  auto name = [&](PyObject *o, PyObject *ident) {
+    if (ident == Py_None || !isTensor(o))
+      return;
+    py::object key = steal(PyLong_FromVoidPtr(o));
+    if (PyDict_SetItem(idents.ptr(), key.ptr(), ident) < 0)
+      throw py::error_already_set();
+    if (Py_TYPE(o) !=
+        reinterpret_cast<PyTypeObject *>(config->placeholder.ptr())) {
+      if (!keep)
+        keep = getAttr(ex, config->tapeKeep);
+      if (PyList_Append(keep.ptr(), o) < 0)
+        throw py::error_already_set();
+    }
+  };
+  if (structure.ptr() == Py_None) {
+    name(out.ptr(), PyTuple_GET_ITEM(ids.ptr(), 0));
+  } else {
+    py::object seq = steal(PySequence_Fast(out.ptr(), "results"));
+    Py_ssize_t n = std::min(PySequence_Fast_GET_SIZE(seq.ptr()),
+                            PyTuple_GET_SIZE(ids.ptr()));
+    for (Py_ssize_t j = 0; j < n; ++j)
+      name(PySequence_Fast_GET_ITEM(seq.ptr(), j),
+           PyTuple_GET_ITEM(ids.ptr(), j));
+  }
+
+  // _Replayed(e, func, args, kwargs, out, None, None), made without running
+  // its __init__ (Python code, with the loop hook on).
+  PyTypeObject *replayedType =
+      reinterpret_cast<PyTypeObject *>(config->replayed.ptr());
+  py::object r = steal(replayedType->tp_alloc(replayedType, 0));
+  setAttr(r.ptr(), config->entry, e);
+  setAttr(r.ptr(), config->func, func);
+  setAttr(r.ptr(), config->args, args);
+  setAttr(r.ptr(), config->kwargs, kwargs);
+  setAttr(r.ptr(), config->out, out.ptr());
+  setAttr(r.ptr(), config->value, Py_None);
+  setAttr(r.ptr(), config->result, Py_None);
+  setAttr(r.ptr(), config->nodes, Py_None);
+  py::object replayed = getAttr(ex, config->replayedList);
+  if (PyList_Append(replayed.ptr(), r.ptr()) < 0)
+    throw py::error_already_set();
+  if (!isTrue(getAttr(e, config->engine).ptr()))
+    setAttr(ex, config->forward, r.ptr());
+
+  py::object effects = getAttr(e, config->effects);
+  if (isTrue(effects.ptr()))
+    emit(ex, effects.ptr());
+  return out;
+}
+
+/// The handler torch calls for every op while a co-executor is the only
+/// dispatch mode (tracing._DirectMode, whose Python frames cost ~1 us per
+/// op): a plain entry the tape expects next is replayed here; everything
+/// else goes to the co-executor's `__torch_dispatch__`, or to torch's
+/// stack handler once the program pushed a mode of its own.
+class DirectMode {
+public:
+  DirectMode(py::object rec, py::object stackDispatch, py::object setMode,
+             py::object stackLen)
+      : rec(std::move(rec)), stackDispatch(std::move(stackDispatch)),
+        setMode(std::move(setMode)), stackLen(std::move(stackLen)) {}
+
+  static py::object dispatch(py::object self, py::handle func, py::handle types,
+                             py::handle args, py::handle kwargs) {
+    auto &m = self.cast<DirectMode &>();
+    py::object len = steal(PyObject_CallNoArgs(m.stackLen.ptr()));
+    if (PyLong_AsLong(len.ptr()) != 1) {
+      PyObject *argv[] = {func.ptr(), types.ptr(), args.ptr(), kwargs.ptr()};
+      return steal(
+          PyObject_Vectorcall(m.stackDispatch.ptr(), argv, 4, nullptr));
+    }
+    py::object kw = kwargs.is_none()
+                        ? steal(PyDict_New())
+                        : py::reinterpret_borrow<py::object>(kwargs);
+    PyObject *rec = m.rec.ptr();
+    Py_ssize_t q = -1;
+    py::object entry = m.expected(func.ptr(), q);
+    Handler handler(m, self);
+    if (entry && PyTuple_Check(args.ptr()) && PyDict_Check(kw.ptr())) {
+      py::object out = replayPlain(m.rec, entry, func, args, kw, q);
+      if (out.ptr() != config->miss.ptr())
+        return out;
+    }
+    PyObject *argv[] = {rec, func.ptr(), types.ptr(), args.ptr(), kw.ptr()};
+    return steal(PyObject_VectorcallMethod(config->torchDispatch, argv,
+                                           5 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                           nullptr));
+  }
+
+private:
+  /// _DirectMode's switch: no handler and `rec.inside` raised while the
+  /// co-executor runs, restored on the way out.
+  class Handler {
+  public:
+    Handler(DirectMode &m, py::object self) : m(m), self(std::move(self)) {
+      if (!setHandler(Py_None) || !bump(1)) {
+        setHandler(this->self.ptr());
+        throw py::error_already_set();
+      }
+    }
+    /// Never throws: an error restoring the state is reported as
+    /// unraisable, after the error in flight (if any) is put back.
+    ~Handler() {
+      PyObject *type, *value, *tb;
+      PyErr_Fetch(&type, &value, &tb);
+      if (!bump(-1))
+        PyErr_WriteUnraisable(m.rec.ptr());
+      if (!setHandler(self.ptr()))
+        PyErr_WriteUnraisable(m.rec.ptr());
+      PyErr_Restore(type, value, tb);
+    }
+
+  private:
+    bool setHandler(PyObject *mode) {
+      PyObject *argv[] = {mode};
+      PyObject *r = PyObject_Vectorcall(m.setMode.ptr(), argv, 1, nullptr);
+      Py_XDECREF(r);
+      return r != nullptr;
+    }
+    bool bump(long by) {
+      PyObject *inside = PyObject_GetAttr(m.rec.ptr(), config->inside);
+      if (!inside)
+        return false;
+      long now = PyLong_AsLong(inside);
+      Py_DECREF(inside);
+      if (now == -1 && PyErr_Occurred())
+        return false;
+      PyObject *next = PyLong_FromLong(now + by);
+      bool ok =
+          next && PyObject_SetAttr(m.rec.ptr(), config->inside, next) == 0;
+      Py_XDECREF(next);
+      return ok;
+    }
+    DirectMode &m;
+    py::object self;
+  };
+
+  /// CoExecutor.__torch_dispatch__'s test for the native replay: replaying,
+  /// not inside an interaction being recorded, not paused, on the
+  /// program's thread, and the tape's next entry is a plain one of `func`.
+  py::object expected(PyObject *func, Py_ssize_t &q) {
+    PyObject *r = rec.ptr();
+    if (!isTrue(getAttr(r, config->fast).ptr()) ||
+        isTrue(getAttr(r, config->bDepth).ptr()) ||
+        isTrue(getAttr(r, config->paused).ptr()))
+      return {};
+    py::object pos = getAttr(r, config->pos);
+    py::object tape = getAttr(r, config->tape);
+    q = PyLong_AsSsize_t(pos.ptr());
+    Py_ssize_t limit =
+        PyLong_AsSsize_t(getAttr(tape.ptr(), config->limit).ptr());
+    if (PyErr_Occurred())
+      throw py::error_already_set();
+    if (q < 0 || q >= limit)
+      return {};
+    py::object entries = getAttr(tape.ptr(), config->entries);
+    if (!PyList_Check(entries.ptr()) || q >= PyList_GET_SIZE(entries.ptr()))
+      return {};
+    py::object e = borrow(PyList_GET_ITEM(entries.ptr(), q));
+    if (getAttr(e.ptr(), config->func).ptr() != func ||
+        !isTrue(getAttr(e.ptr(), config->plain).ptr()))
+      return {};
+    py::object thread = getAttr(r, config->thread);
+    if (PyLong_AsUnsignedLong(thread.ptr()) != PyThread_get_thread_ident()) {
+      PyErr_Clear();
+      return {};
+    }
+    return e;
+  }
+
+  py::object rec, stackDispatch, setMode, stackLen;
+};
+
+void configure(py::dict c) {
+  auto *cfg = new Config();
+  auto get = [&](const char *key) -> py::object {
+    if (!c.contains(key))
+      throw py::key_error(std::string("replay_configure needs ") + key);
+    return c[key];
+  };
+  cfg->placeholder = get("Placeholder");
+  cfg->token = get("Token");
+  cfg->replayed = get("Replayed");
+  cfg->tensor = get("Tensor");
+  cfg->makeWrapper = get("make_wrapper");
+  cfg->match = get("match");
+  cfg->viewReal = get("view_real");
+  cfg->miss = get("miss");
+  cfg->cpu = py::str("cpu");
+  for (py::handle t : {cfg->placeholder, cfg->replayed, cfg->tensor})
+    if (!PyType_Check(t.ptr()))
+      throw py::type_error("replay_configure: a class is not a type");
+  cfg->wrapperKwnames = py::make_tuple("strides", "storage_offset", "dtype",
+                                       "device", "requires_grad");
+  cfg->spec = intern("spec");
+  cfg->outs = intern("outs");
+  cfg->structName = intern("struct");
+  cfg->ids = intern("ids");
+  cfg->written = intern("written");
+  cfg->effects = intern("effects");
+  cfg->site = intern("site");
+  cfg->engine = intern("engine");
+  cfg->needsFlat = intern("needs_flat");
+  cfg->idents = intern("idents");
+  cfg->hostIdent = intern("_host_ident");
+  cfg->forward = intern("_forward");
+  cfg->pos = intern("pos");
+  cfg->currentSite = intern("current_site");
+  cfg->log = intern("log");
+  cfg->replayedList = intern("replayed");
+  cfg->tapeKeep = intern("tape_keep");
+  cfg->noteNodes = intern("_note_nodes");
+  cfg->replayWritten = intern("_replay_written");
+  cfg->emit = intern("_emit");
+  cfg->loopCounter = intern("loop_counter");
+  cfg->active = intern("active");
+  cfg->hook = intern("_hook");
+  cfg->hostValues = intern("host_values");
+  cfg->run = intern("run");
+  cfg->sendCase = intern("send_case");
+  cfg->sendLoop = intern("send_loop");
+  cfg->sent = intern("sent");
+  cfg->fast = intern("fast");
+  cfg->bDepth = intern("b_depth");
+  cfg->paused = intern("paused");
+  cfg->tape = intern("tape");
+  cfg->limit = intern("limit");
+  cfg->entries = intern("entries");
+  cfg->plain = intern("plain");
+  cfg->thread = intern("thread");
+  cfg->inside = intern("inside");
+  cfg->torchDispatch = intern("__torch_dispatch__");
+  cfg->suspend = intern("suspend");
+  cfg->resume = intern("resume");
+  cfg->entry = intern("entry");
+  cfg->func = intern("func");
+  cfg->args = intern("args");
+  cfg->kwargs = intern("kwargs");
+  cfg->out = intern("out");
+  cfg->value = intern("value");
+  cfg->result = intern("result");
+  cfg->nodes = intern("nodes");
+  cfg->gradFn = intern("grad_fn");
+  cfg->terraToken = intern("_terra_token");
+  cfg->terraWhere = intern("_terra_where");
+  cfg->terraAddr = intern("_terra_addr");
+  cfg->terraBase = intern("_terra_base");
+  cfg->terraReal = intern("_terra_real");
+  cfg->storageOffset = intern("storage_offset");
+  cfg->elementSize = intern("element_size");
+  cfg->kNew = intern("new");
+  cfg->kSame = intern("same");
+  cfg->kView = intern("view");
+  cfg->kValue = intern("value");
+  cfg->kT = intern("T");
+  cfg->kV = intern("V");
+  cfg->kCase = intern("case");
+  cfg->kLoop = intern("loop");
+  delete config; // a second configuration replaces the first
+  config = cfg;
+}
+
+} // namespace
+
+void terra::bindNativeReplay(py::module_ &m) {
+  m.def("replay_configure", &configure, py::arg("config"),
+        "Hands the Python replay's classes and helpers to replay_plain.");
+  m.def(
+      "replay_counts",
+      [] {
+        py::dict d;
+        d["replayed"] = counts.replayed;
+        d["misses"] = counts.misses;
+        d["slow_checks"] = counts.slowChecks;
+        d["real_views"] = counts.realViews;
+        d["real_writes"] = counts.realWrites;
+        d["note_nodes"] = counts.noteNodes;
+        d["effects"] = counts.effects;
+        d["python_effects"] = counts.pythonEffects;
+        return d;
+      },
+      "What replay_plain did since the process started.");
+  py::class_<DirectMode>(m, "DirectMode",
+                         "tracing._DirectMode for a co-executor, with the "
+                         "native replay of plain entries.")
+      .def(py::init<py::object, py::object, py::object, py::object>(),
+           py::arg("rec"), py::arg("stack_dispatch"), py::arg("set_mode"),
+           py::arg("stack_len"))
+      .def("__torch_dispatch__", &DirectMode::dispatch, py::arg("func"),
+           py::arg("types"), py::arg("args") = py::tuple(),
+           py::arg("kwargs") = py::none());
+  m.def("replay_plain", &replayPlain, py::arg("ex"), py::arg("entry"),
+        py::arg("func"), py::arg("args"), py::arg("kwargs"), py::arg("q"),
+        "Replays plain tape entry `entry` (index `q`) for a call of `func`; "
+        "returns its results, or the configured miss sentinel when the call "
+        "does not pass the entry's checks (then nothing changed).");
+}
