@@ -64,7 +64,7 @@ bool isTrue(PyObject *o) {
 /// Python replay, and attribute names interned once.
 struct Config {
   py::object placeholder, token, replayed, tensor, makeWrapper, match, viewReal,
-      miss, cpu, wrapperKwnames;
+      relaxedValue, miss, cpu, wrapperKwnames;
   // Entry attributes.
   PyObject *spec, *outs, *structName, *ids, *written, *effects, *site, *engine,
       *needsFlat;
@@ -73,13 +73,14 @@ struct Config {
       *replayedList, *tapeKeep, *noteNodes, *replayWritten, *emit, *loopCounter,
       *active, *hook, *suspend, *resume, *hostValues, *run, *sendCase,
       *sendLoop, *sent, *fast, *bDepth, *paused, *tape, *limit, *entries,
-      *plain, *thread, *inside, *torchDispatch;
+      *plain, *thread, *inside, *torchDispatch, *forgetHostValues, *relaxed,
+      *relaxedFeeds;
   // _Replayed and placeholder attributes.
   PyObject *entry, *func, *args, *kwargs, *out, *value, *result, *nodes,
       *gradFn, *terraToken, *terraWhere, *terraAddr, *terraBase, *terraReal,
       *storageOffset, *elementSize;
   // Recipe kinds.
-  PyObject *kNew, *kSame, *kView, *kValue, *kT, *kV, *kCase, *kLoop;
+  PyObject *kNew, *kSame, *kView, *kValue, *kT, *kV, *kL, *kCase, *kLoop;
 };
 
 Config *config = nullptr;
@@ -88,7 +89,8 @@ Config *config = nullptr;
 /// diagnostics): entries replayed, misses, and calls of Python helpers.
 struct Counts {
   uint64_t replayed = 0, misses = 0, slowChecks = 0, realViews = 0,
-           realWrites = 0, noteNodes = 0, effects = 0, pythonEffects = 0;
+           realWrites = 0, noteNodes = 0, effects = 0, pythonEffects = 0,
+           relaxed = 0;
 } counts;
 
 PyObject *intern(const char *s) {
@@ -191,6 +193,23 @@ int quickMatch(PyObject *idents, PyObject *v, PyObject *s, bool keyword) {
     if (eq < 0)
       throw py::error_already_set();
     return eq;
+  }
+  if (is(kind, config->kL)) {
+    // ("L", type, element checks): a list or tuple of tensors.
+    PyObject *items = PyTuple_GET_ITEM(s, 2);
+    if (reinterpret_cast<PyObject *>(Py_TYPE(v)) != PyTuple_GET_ITEM(s, 1) ||
+        !(PyList_CheckExact(v) || PyTuple_CheckExact(v)))
+      return -1; // (_match decides: the type check is all it takes)
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
+    if (n != PyTuple_GET_SIZE(items))
+      return 0;
+    PyObject **xs = PySequence_Fast_ITEMS(v);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      int r = quickMatch(idents, xs[i], PyTuple_GET_ITEM(items, i), true);
+      if (r <= 0)
+        return r;
+    }
+    return 1;
   }
   if (is(kind, config->kV)) {
     if (reinterpret_cast<PyObject *>(Py_TYPE(v)) != PyTuple_GET_ITEM(s, 1))
@@ -341,6 +360,14 @@ py::object makeResults(PyObject *ex, PyObject *outs, PyObject *structure,
     }
     PyList_SET_ITEM(results.ptr(), j, o.release().ptr());
   }
+  if (structure != Py_None &&
+      structure != reinterpret_cast<PyObject *>(&PyList_Type) &&
+      structure != reinterpret_cast<PyObject *>(&PyTuple_Type)) {
+    // The other structure of a plain entry: an op that returns nothing.
+    if (n != 0)
+      throw py::value_error("a plain tape entry returning None has recipes");
+    return borrow(Py_None);
+  }
   if (structure == Py_None) {
     if (n != 1)
       throw py::value_error("a single-result tape entry has several recipes");
@@ -442,18 +469,37 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
     throw py::error_already_set();
 
   py::object written = getAttr(e, config->written);
+  py::object real; // written tensors that are not placeholders
   for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(written.ptr()); i < n; ++i) {
     PyObject *t = flatAt(flat, PyTuple_GET_ITEM(written.ptr(), i));
     if (Py_TYPE(t) ==
         reinterpret_cast<PyTypeObject *>(config->placeholder.ptr())) {
       setAttr(t, config->terraReal, Py_None);
-    } else if (isTrue(getAttr(ex, config->hostValues).ptr())) {
-      // TapeRecorder._replay_written: a value the host computed for this
-      // memory is stale now (without such values there is nothing to do).
-      ++counts.realWrites;
-      py::object method = getAttr(ex, config->replayWritten);
-      callSuspended(ex, method.ptr(), {t});
+    } else {
+      if (!real)
+        real = steal(PyList_New(0));
+      if (PyList_Append(real.ptr(), t) < 0)
+        throw py::error_already_set();
     }
+  }
+  // TapeRecorder._replay_written for real memory: a value the host
+  // computed for it is stale now (without such values nothing to do).
+  if (real && isTrue(getAttr(ex, config->hostValues).ptr())) {
+    ++counts.realWrites;
+    py::object method = getAttr(ex, config->forgetHostValues);
+    callSuspended(ex, method.ptr(), {real.ptr()});
+  }
+
+  // The feed of a relaxed scalar (tape.relaxed_value).
+  py::object relaxed = getAttr(e, config->relaxed);
+  if (relaxed.ptr() != Py_None) {
+    ++counts.relaxed;
+    py::object value =
+        callSuspended(ex, config->relaxedValue.ptr(), {e, args, kwargs});
+    py::object feeds = getAttr(ex, config->relaxedFeeds);
+    py::object key = steal(PyLong_FromSsize_t(q));
+    if (PyObject_SetItem(feeds.ptr(), key.ptr(), value.ptr()) < 0)
+      throw py::error_already_set();
   }
 
   // _name_replayed.
@@ -647,6 +693,7 @@ void configure(py::dict c) {
   cfg->makeWrapper = get("make_wrapper");
   cfg->match = get("match");
   cfg->viewReal = get("view_real");
+  cfg->relaxedValue = get("relaxed_value");
   cfg->miss = get("miss");
   cfg->cpu = py::str("cpu");
   for (py::handle t : {cfg->placeholder, cfg->replayed, cfg->tensor})
@@ -682,6 +729,9 @@ void configure(py::dict c) {
   cfg->sendCase = intern("send_case");
   cfg->sendLoop = intern("send_loop");
   cfg->sent = intern("sent");
+  cfg->forgetHostValues = intern("_forget_host_values");
+  cfg->relaxed = intern("relaxed");
+  cfg->relaxedFeeds = intern("relaxed_feeds");
   cfg->fast = intern("fast");
   cfg->bDepth = intern("b_depth");
   cfg->paused = intern("paused");
@@ -716,6 +766,7 @@ void configure(py::dict c) {
   cfg->kValue = intern("value");
   cfg->kT = intern("T");
   cfg->kV = intern("V");
+  cfg->kL = intern("L");
   cfg->kCase = intern("case");
   cfg->kLoop = intern("loop");
   delete config; // a second configuration replaces the first
@@ -739,6 +790,7 @@ void terra::bindNativeReplay(py::module_ &m) {
         d["note_nodes"] = counts.noteNodes;
         d["effects"] = counts.effects;
         d["python_effects"] = counts.pythonEffects;
+        d["relaxed"] = counts.relaxed;
         return d;
       },
       "What replay_plain did since the process started.");

@@ -583,6 +583,12 @@ class TapeRecorder:
             return tuple(outs)
         return tree_unflatten(outs, struct)
 
+    def _forget_host_values(self, ts: list) -> None:
+        """`_replay_written` for real tensors an entry wrote (the native
+        replay's helper)."""
+        for t in ts:
+            self.host_values.pop(self.key(t), None)
+
     def _replay_written(self, t: torch.Tensor) -> None:
         if isinstance(t, Placeholder):
             t._terra_real = None
@@ -937,9 +943,9 @@ def _chain(tape: Tape) -> None:
                             or e.outs[0][0] in ("same", "view") or e.infer)
         e.real = any(r[0] == "real" for r in e.outs)
         e.plain = (e.kind == "op" and not (e.infer or e.feeds or e.host_eval or e.real or e.mask_reads)
-                   and e.relaxed is None and e.forms is None
-                   and (e.struct is None or e.struct is list or e.struct is tuple)
-                   and all(r[0] in ("new", "same", "view", "value") for r in e.outs))
+                   and e.forms is None and all(r[0] in ("new", "same", "view", "value") for r in e.outs)
+                   and (e.struct is None or e.struct is list or e.struct is tuple
+                        or (not e.outs and tree_unflatten([], e.struct) is None)))
         h = hash((h, e.func, e.kind, e.mat_kind, repr(e.spec), repr(e.outs), repr(e.effects), repr(e.answer),
                   e.written, e.feeds, e.host_eval, repr(e.relaxed), e.site, repr(e.loops), e.engine_sites,
                   repr(e.forms), repr(e.mask_reads)))
@@ -984,7 +990,7 @@ def _native_replay() -> Optional[Callable]:
         return None
     module.replay_configure({"Placeholder": Placeholder, "Token": Token, "Replayed": _Replayed,
                              "Tensor": torch.Tensor, "make_wrapper": _make_wrapper, "match": _match,
-                             "view_real": _view_of_real, "miss": _MISS})
+                             "view_real": _view_of_real, "relaxed_value": relaxed_value, "miss": _MISS})
     return module.replay_plain
 
 
