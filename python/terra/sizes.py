@@ -57,6 +57,10 @@ SIZE_ARGS: dict[str, tuple[str, ...]] = {
     "aten.new_ones": ("size",),
     "aten.new_empty": ("size",),
     "aten.new_full": ("size",),
+    # F.affine_grid(theta, [N, C, H, W]): N is theta's count (Faster
+    # R-CNN's RoIs, one count per step).
+    "aten.affine_grid_generator": ("size",),
+    "aten.affine_grid_generator_backward": ("size",),
     # Scalars: symbolic only once learnt to change (`mask[:t]`, `arange(t)`).
     "aten.slice.Tensor": ("end",),
     "aten.arange": ("end",),

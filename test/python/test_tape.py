@@ -224,6 +224,39 @@ def test_a_host_tensor_with_a_new_count_each_step_replays() -> None:
     assert replayed[0] is False and all(replayed[1:]) and len(replayed) >= 6, replayed
 
 
+
+def test_affine_grid_over_a_count_that_changes_each_step() -> None:
+    # Faster R-CNN's RoI pooling: F.affine_grid(theta, [N, C, h, w]) over N
+    # proposals chosen in NumPy, a new N every step. The size argument's N
+    # is theta's count (sizes.SIZE_ARGS), not a new op per count.
+    def make() -> tuple:
+        conv = nn.Conv2d(2, 3, 3, padding=1)
+        head = nn.Linear(3 * 2 * 2, 4)
+        model = nn.ModuleList([conv, head])
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+
+        def step(x, i):
+            feat = conv(x)
+            n = 1 + (i * 3) % 7
+            centers = np.linspace(-0.5, 0.5, n, dtype=np.float32)
+            theta = np.zeros((n, 2, 3), dtype=np.float32)
+            theta[:, 0, 0] = theta[:, 1, 1] = 0.5
+            theta[:, 0, 2], theta[:, 1, 2] = centers, -centers
+            grid = F.affine_grid(torch.from_numpy(theta), [n, 3, 2, 2], align_corners=False)
+            images = torch.from_numpy(np.zeros(n, dtype=np.int64))  # each RoI's image
+            pooled = F.grid_sample(feat[images], grid, align_corners=False)
+            loss = head(pooled.flatten(1)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    torch.manual_seed(0)
+    data = [(torch.randn(1, 2, 8, 8), i) for i in range(16)]
+    stats = compare(make, data, max_fallbacks=1)
+    assert sum(_replayed(stats)) >= 6
+
+
 def test_sequences_of_several_lengths_replay_one_tape() -> None:
     # GPT-2-style batches of a few lengths, picked inside the step (host
     # tensors): reshapes whose sizes follow the length (a -1 entry, the
