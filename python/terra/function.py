@@ -163,6 +163,9 @@ class TerraFunction:
         # (site, or relax.ENGINE for backward ops, op name, arg) -> indices of
         # the size-list entries learnt to change between iterations (sizes.py)
         self.dynamic_sizes: dict = {}
+        # Site of a fed tensor -> its dims known to change (from traces a
+        # relaxation dropped); the recorder feeds them as dynamic.
+        self.dynamic_feeds: dict = {}
         # Program loops (loops.py): trip counts seen per loop, the loops
         # that are graph loops (their trip count varied), and loops that
         # stay unrolled because graph loops could not express them.
@@ -222,6 +225,7 @@ class TerraFunction:
         recorder = tracing._Recorder(self.registry, args, kwargs, sys._getframe())
         recorder.relaxed = self.relaxed
         recorder.dynamic_sizes = self.dynamic_sizes
+        recorder.dynamic_feeds = self.dynamic_feeds
         recorder.dynamic_batch = self.dynamic_batch
         recorder.speculate = True
         try:
@@ -282,6 +286,11 @@ class TerraFunction:
         if not new and not entries:
             return False
         self.relaxed |= new
+        # Tracing starts again: fed dims seen to change so far stay dynamic
+        # in the new traces (they may all see one size and specialize it).
+        for t in self.traces:
+            for site, d in relax.changed_feed_dims(t, trace) | relax.changed_feed_dims(self.traces[0], t):
+                self.dynamic_feeds[site] = self.dynamic_feeds.get(site, frozenset()) | {d}
         for where, name, arg, i in entries:
             self.dynamic_sizes[(where, name, arg)] = self.dynamic_sizes.get((where, name, arg), frozenset()) | {i}
         if new:

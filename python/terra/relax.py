@@ -110,6 +110,29 @@ def ops_by_occurrence(trace: Trace) -> dict[tuple, OpEvent]:
     return out
 
 
+def changed_feed_dims(before: Trace, after: Trace) -> set[tuple[Site, int]]:
+    """(site, dim) of the fed tensors whose sizes differ between two traces
+    at the same feed occurrence (dims of sizes 0 and 1 stay specialized)."""
+    def feeds(trace: Trace) -> dict[tuple, FeedEvent]:
+        seen: dict[Site, int] = {}
+        out = {}
+        for ev in trace.events:
+            if isinstance(ev, FeedEvent):
+                n = seen.get(ev.site, 0)
+                seen[ev.site] = n + 1
+                out[(ev.site, n)] = ev
+        return out
+    a, b = feeds(before), feeds(after)
+    found = set()
+    for k, ev in b.items():
+        old = a.get(k)
+        if old is None or len(old.type.shape) != len(ev.type.shape):
+            continue
+        found.update((ev.site, d) for d, (x, y) in enumerate(zip(old.type.shape, ev.type.shape))
+                     if x != y and x > 1 and y > 1)
+    return found
+
+
 def changed_scalars(before: Trace, after: Trace) -> set[RelaxKey]:
     """The relaxable number arguments whose values differ between two traces
     at the same op occurrence."""

@@ -220,6 +220,8 @@ class _Recorder(TorchDispatchMode):
         # co-executed (the graph's types come from the traces; a co-executed
         # trace is merged only after a deviation, relaxing to them).
         self.dynamic_batch = False
+        # Site -> dims of the tensor fed there known to change (the function's).
+        self.dynamic_feeds: dict = {}
         self.track_dynamic_dims = True
         # Values with data-dependent sizes (a boolean mask's count) -> their
         # dynamic dims, recorded as dynamic (see _record).
@@ -446,9 +448,14 @@ class _Recorder(TorchDispatchMode):
                 # the first trace, so a new batch size is no deviation; the
                 # dims that follow it are found like data-dependent ones.
                 ttype = TensorType(ttype.dtype, (-1,) + ttype.shape[1:])
+            learnt = self.dynamic_feeds.get(site)
+            if learnt:  # dims seen to change before tracing started again
+                ttype = TensorType(ttype.dtype, tuple(-1 if i in learnt and d > 1 else d
+                                                      for i, d in enumerate(ttype.shape)))
             ref = ValueRef(self._append(FeedEvent(ttype, site, source)))
-            if ttype.shape and ttype.shape[0] == -1:
-                self._taint[ref] = frozenset({0})
+            dynamic = frozenset(i for i, d in enumerate(ttype.shape) if d == -1)
+            if dynamic:
+                self._taint[ref] = dynamic
                 self._real_shapes[ref] = tuple(t.shape)
         self._bind(t, ref)
         return ref

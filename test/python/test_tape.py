@@ -225,6 +225,32 @@ def test_a_host_tensor_with_a_new_count_each_step_replays() -> None:
 
 
 
+
+def test_a_fed_count_learnt_to_change_stays_dynamic_when_tracing_starts_again() -> None:
+    # The first new count also changes a size argument no operand has
+    # (`new_zeros(n)`), so tracing starts again; the new traces all see one
+    # count. The fed rows' count was seen to change: it stays dynamic, and
+    # later counts are no deviation (they were one each before).
+    def make() -> tuple:
+        model = mlp(classes=4)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+
+        def step(x, y, n):
+            out = model(x)
+            keep = np.argsort(out.detach().numpy()[:, 0])[:n]
+            rows = torch.from_numpy(np.ascontiguousarray(x.numpy()[keep]))
+            labels = rows.new_zeros(n, dtype=torch.long)
+            loss = F.cross_entropy(out, y) + F.cross_entropy(model(rows), labels)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    counts = [5] * 5 + [4] + [5] * 5 + [3, 5, 2, 6, 5]
+    data = [(x, y, n) for (x, y), n in zip(batches(len(counts)), counts)]
+    compare(make, data, max_fallbacks=1)
+
+
 def test_affine_grid_over_a_count_that_changes_each_step() -> None:
     # Faster R-CNN's RoI pooling: F.affine_grid(theta, [N, C, h, w]) over N
     # proposals chosen in NumPy, a new N every step. The size argument's N
