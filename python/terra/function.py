@@ -22,7 +22,10 @@ One call is one iteration. The phases (spec section 1):
 3. Deviation. An iteration that leaves the graph goes eager from the
    deviating op; its trace is merged and the graph regenerated. After
    `max_regenerations` regenerations the function runs eagerly for good,
-   with a warning saying why.
+   with a warning saying why, unless deviations have grown rare (at most
+   one co-executed iteration in four), as when a program's paths are drawn
+   at random and are all met after a while: then up to 4 x
+   max_regenerations.
 
 Shapes: a dim that changes is relaxed to a dynamic one after one deviation
 (the graph stays shape-specialized until then). With `dynamic_batch=True`,
@@ -122,6 +125,13 @@ class Stats:
             "eager_reason": fn.eager_reason,
             "steps": list(self.steps),
         }
+
+
+# Regenerations past max_regenerations (TerraFunction._converging): up to
+# this many times max_regenerations, while at most one co-executed
+# iteration in this many deviated.
+_CONVERGING_CAP = 4
+_CONVERGING_RATE = 4
 
 
 class TerraFunction:
@@ -264,13 +274,25 @@ class TerraFunction:
         # structure did not change: merging may have relaxed a dimension to
         # a dynamic one or added a fetch point.
         if changed or self.stats.fallbacks:
-            if self.stats.regenerations >= self.max_regenerations:
+            if self.stats.regenerations >= self.max_regenerations and not self._converging():
                 self._go_eager(f"the graph was regenerated {self.stats.regenerations} times "
                                f"(max_regenerations); last deviation: {self.stats.fallbacks[-1].reason}")
                 return
             self.stats.regenerations += 1
             self._log(f"regenerating the graph ({self.stats.regenerations})")
             self._compile()
+
+    def _converging(self) -> bool:
+        """Whether regenerating past `max_regenerations` is still worth it:
+        deviations have grown rare (at most one co-executed iteration in
+        four deviated so far), as in a program whose paths are drawn at
+        random and are all met after a while (SDPoint's nine paths: eight
+        regenerations in its first ~40 steps, then none), and fewer than
+        4 x max_regenerations regenerations were made. A program that
+        deviates at every other step stops at `max_regenerations`."""
+        deviated = len(self.stats.fallbacks)
+        return (self.stats.regenerations < _CONVERGING_CAP * self.max_regenerations
+                and deviated * _CONVERGING_RATE <= self.stats.coexec_iterations)
 
     def _relax(self, trace: Trace) -> bool:
         """Relaxes scalar arguments that changed since the last trace (see

@@ -691,6 +691,33 @@ def test_state_is_usable_between_iterations(tmp_path: Any) -> None:
     assert terra.stats(step)["coexec_iterations"] >= 4
 
 
+
+def test_paths_that_grow_rare_keep_regenerating_past_the_cap() -> None:
+    # SDPoint-style: one of four paths each step, new ones met more and
+    # more rarely. Four regenerations with max_regenerations=2, but at most
+    # one co-executed iteration in four deviated: the graph keeps up and the
+    # later steps replay, where the plain cap would have gone eager.
+    from coexec_helpers import compare
+    acts = [torch.relu, torch.tanh, torch.sigmoid, F.gelu, F.silu]
+
+    def make() -> tuple:
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y, k):
+            loss = F.cross_entropy(acts[k](model(x)), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    path = [0] * 5 + [1] + [0, 1] * 3 + [2] + [0, 1, 2] * 2 + [3] + [1, 2, 3, 0] * 2 + [4] + [4, 3, 2, 1, 0] * 2
+    data = [(x, y, k) for (x, y), k in zip(batches(len(path)), path)]
+    stats = compare(make, data, max_fallbacks=4, max_regenerations=2)
+    assert stats["phase"] == "coexec" and stats["regenerations"] == 4
+    assert stats["replayed_iterations"] >= 12
+
+
 def test_regeneration_cap_goes_eager_with_a_warning() -> None:
     torch.manual_seed(0)
     model = mlp()
