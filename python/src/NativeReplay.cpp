@@ -63,8 +63,8 @@ bool isTrue(PyObject *o) {
 /// What `replay_configure` hands over: the classes and helpers of the
 /// Python replay, and attribute names interned once.
 struct Config {
-  py::object placeholder, token, replayed, tensor, makeWrapper, match, viewReal,
-      relaxedValue, miss, cpu, wrapperKwnames;
+  py::object placeholder, token, replayed, tensor, leafSpec, makeWrapper, match,
+      viewReal, relaxedValue, miss, cpu, wrapperKwnames;
   // Entry attributes.
   PyObject *spec, *outs, *structName, *ids, *written, *effects, *site, *engine,
       *needsFlat;
@@ -80,7 +80,7 @@ struct Config {
       *gradFn, *terraToken, *terraWhere, *terraAddr, *terraBase, *terraReal,
       *storageOffset, *elementSize;
   // Recipe kinds.
-  PyObject *kNew, *kSame, *kView, *kValue, *kT, *kV, *kL, *kCase, *kLoop;
+  PyObject *kNew, *kSame, *kView, *kValue, *kT, *kV, *kL, *kR, *kCase, *kLoop;
 };
 
 Config *config = nullptr;
@@ -109,6 +109,14 @@ bool is(PyObject *kind, PyObject *name) {
   if (!PyUnicode_Check(kind))
     return false;
   return PyUnicode_Compare(kind, name) == 0;
+}
+
+/// A result structure of one value: None (the recorder's common form) or
+/// a pytree leaf (an op that returns None, flattened by torch's pytree).
+bool isSingle(PyObject *structure) {
+  return structure == Py_None ||
+         reinterpret_cast<PyObject *>(Py_TYPE(structure)) ==
+             config->leafSpec.ptr();
 }
 
 bool isTensor(PyObject *o) {
@@ -209,6 +217,28 @@ int quickMatch(PyObject *idents, PyObject *v, PyObject *s, bool keyword) {
       if (r <= 0)
         return r;
     }
+    return 1;
+  }
+  if (is(kind, config->kR)) {
+    // ("R", length): a relaxed scalar (or scalar list), fed to the graph.
+    auto number = [](PyObject *x) {
+      return PyLong_CheckExact(x) || PyFloat_CheckExact(x);
+    };
+    PyObject *length = PyTuple_GET_ITEM(s, 1);
+    if (length == Py_None)
+      return number(v) ? 1 : 0;
+    if (!(PyList_CheckExact(v) || PyTuple_CheckExact(v)))
+      return 0;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
+    if (n != PyLong_AsSsize_t(length)) {
+      if (PyErr_Occurred())
+        throw py::error_already_set();
+      return 0;
+    }
+    PyObject **xs = PySequence_Fast_ITEMS(v);
+    for (Py_ssize_t i = 0; i < n; ++i)
+      if (!number(xs[i]))
+        return 0;
     return 1;
   }
   if (is(kind, config->kV)) {
@@ -360,22 +390,17 @@ py::object makeResults(PyObject *ex, PyObject *outs, PyObject *structure,
     }
     PyList_SET_ITEM(results.ptr(), j, o.release().ptr());
   }
-  if (structure != Py_None &&
-      structure != reinterpret_cast<PyObject *>(&PyList_Type) &&
-      structure != reinterpret_cast<PyObject *>(&PyTuple_Type)) {
-    // The other structure of a plain entry: an op that returns nothing.
-    if (n != 0)
-      throw py::value_error("a plain tape entry returning None has recipes");
-    return borrow(Py_None);
-  }
-  if (structure == Py_None) {
+  if (isSingle(structure)) {
     if (n != 1)
       throw py::value_error("a single-result tape entry has several recipes");
     return borrow(PyList_GET_ITEM(results.ptr(), 0));
   }
   if (structure == reinterpret_cast<PyObject *>(&PyList_Type))
     return results;
-  return steal(PyList_AsTuple(results.ptr()));
+  if (structure == reinterpret_cast<PyObject *>(&PyTuple_Type))
+    return steal(PyList_AsTuple(results.ptr()));
+  throw py::value_error("a plain tape entry has a result structure it cannot "
+                        "make");
 }
 
 /// TapeRecorder._emit: case selections and loop conditions go to the run
@@ -437,11 +462,15 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
     py::object fwdEntry = getAttr(fwd.ptr(), config->entry);
     py::object fwdStruct = getAttr(fwdEntry.ptr(), config->structName);
     py::object fwdOut = getAttr(fwd.ptr(), config->out);
-    if (fwdStruct.ptr() == Py_None && isTensor(fwdOut.ptr())) {
+    if (isSingle(fwdStruct.ptr())) {
+      // One result: its node, if it is a tensor (what _note_nodes finds).
       setAttr(ex, config->forward, Py_None);
-      py::object node = getAttr(fwdOut.ptr(), config->gradFn);
-      py::object nodes = steal(PyList_New(1));
-      PyList_SET_ITEM(nodes.ptr(), 0, node.release().ptr());
+      py::object nodes = steal(PyList_New(0));
+      if (isTensor(fwdOut.ptr())) {
+        py::object node = getAttr(fwdOut.ptr(), config->gradFn);
+        if (PyList_Append(nodes.ptr(), node.ptr()) < 0)
+          throw py::error_already_set();
+      }
       setAttr(fwd.ptr(), config->nodes, nodes.ptr());
     } else {
       ++counts.noteNodes;
@@ -520,7 +549,7 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
         throw py::error_already_set();
     }
   };
-  if (structure.ptr() == Py_None) {
+  if (isSingle(structure.ptr())) {
     name(out.ptr(), PyTuple_GET_ITEM(ids.ptr(), 0));
   } else {
     py::object seq = steal(PySequence_Fast(out.ptr(), "results"));
@@ -690,13 +719,15 @@ void configure(py::dict c) {
   cfg->token = get("Token");
   cfg->replayed = get("Replayed");
   cfg->tensor = get("Tensor");
+  cfg->leafSpec = get("LeafSpec");
   cfg->makeWrapper = get("make_wrapper");
   cfg->match = get("match");
   cfg->viewReal = get("view_real");
   cfg->relaxedValue = get("relaxed_value");
   cfg->miss = get("miss");
   cfg->cpu = py::str("cpu");
-  for (py::handle t : {cfg->placeholder, cfg->replayed, cfg->tensor})
+  for (py::handle t :
+       {cfg->placeholder, cfg->replayed, cfg->tensor, cfg->leafSpec})
     if (!PyType_Check(t.ptr()))
       throw py::type_error("replay_configure: a class is not a type");
   cfg->wrapperKwnames = py::make_tuple("strides", "storage_offset", "dtype",
@@ -767,6 +798,7 @@ void configure(py::dict c) {
   cfg->kT = intern("T");
   cfg->kV = intern("V");
   cfg->kL = intern("L");
+  cfg->kR = intern("R");
   cfg->kCase = intern("case");
   cfg->kLoop = intern("loop");
   delete config; // a second configuration replaces the first

@@ -18,7 +18,7 @@ import time
 from typing import Any, Callable, Optional
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_unflatten
+from torch.utils._pytree import LeafSpec, tree_flatten, tree_unflatten
 
 from . import sizes
 from .placeholder import Placeholder, Token, view_placeholder
@@ -945,7 +945,7 @@ def _chain(tape: Tape) -> None:
         e.plain = (e.kind == "op" and not (e.infer or e.feeds or e.host_eval or e.real or e.mask_reads)
                    and e.forms is None and all(r[0] in ("new", "same", "view", "value") for r in e.outs)
                    and (e.struct is None or e.struct is list or e.struct is tuple
-                        or (not e.outs and tree_unflatten([], e.struct) is None)))
+                        or (type(e.struct) is LeafSpec and len(e.outs) == 1)))
         h = hash((h, e.func, e.kind, e.mat_kind, repr(e.spec), repr(e.outs), repr(e.effects), repr(e.answer),
                   e.written, e.feeds, e.host_eval, repr(e.relaxed), e.site, repr(e.loops), e.engine_sites,
                   repr(e.forms), repr(e.mask_reads)))
@@ -989,7 +989,8 @@ def _native_replay() -> Optional[Callable]:
     except native.NativeModuleMissing:
         return None
     module.replay_configure({"Placeholder": Placeholder, "Token": Token, "Replayed": _Replayed,
-                             "Tensor": torch.Tensor, "make_wrapper": _make_wrapper, "match": _match,
+                             "Tensor": torch.Tensor, "LeafSpec": LeafSpec, "make_wrapper": _make_wrapper,
+                             "match": _match,
                              "view_real": _view_of_real, "relaxed_value": relaxed_value, "miss": _MISS})
     return module.replay_plain
 
