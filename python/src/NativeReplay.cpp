@@ -74,13 +74,15 @@ struct Config {
       *active, *hook, *suspend, *resume, *hostValues, *run, *sendCase,
       *sendLoop, *sent, *fast, *bDepth, *paused, *tape, *limit, *entries,
       *plain, *thread, *inside, *torchDispatch, *forgetHostValues, *relaxed,
-      *relaxedFeeds;
+      *relaxedFeeds, *forced, *kind, *matKind, *answer, *key, *hostReads,
+      *kindName;
   // _Replayed and placeholder attributes.
   PyObject *entry, *func, *args, *kwargs, *out, *value, *result, *nodes,
       *gradFn, *terraToken, *terraWhere, *terraAddr, *terraBase, *terraReal,
       *storageOffset, *elementSize;
   // Recipe kinds.
-  PyObject *kNew, *kSame, *kView, *kValue, *kT, *kV, *kL, *kR, *kCase, *kLoop;
+  PyObject *kNew, *kSame, *kView, *kValue, *kT, *kV, *kL, *kR, *kCase, *kLoop,
+      *kMat, *kKnown, *kUpdatedHost;
 };
 
 Config *config = nullptr;
@@ -90,7 +92,7 @@ Config *config = nullptr;
 struct Counts {
   uint64_t replayed = 0, misses = 0, slowChecks = 0, realViews = 0,
            realWrites = 0, noteNodes = 0, effects = 0, pythonEffects = 0,
-           relaxed = 0;
+           relaxed = 0, reads = 0;
 } counts;
 
 PyObject *intern(const char *s) {
@@ -437,26 +439,10 @@ void emit(PyObject *ex, PyObject *effects) {
   }
 }
 
-/// The replay of a plain entry `e` (see the file comment); `miss` when the
-/// call does not pass its checks, with nothing changed.
-py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
-                       py::handle argsH, py::handle kwargsH, Py_ssize_t q) {
-  if (!config)
-    throw std::runtime_error("replay_configure was not called");
-  PyObject *ex = exH.ptr(), *e = eH.ptr(), *func = funcH.ptr(),
-           *args = argsH.ptr(), *kwargs = kwargsH.ptr();
-  if (!PyTuple_Check(args) || !PyDict_Check(kwargs))
-    throw py::type_error("replay_plain takes an argument tuple and a dict");
-  py::object spec = getAttr(e, config->spec);
-  if (!PyTuple_Check(spec.ptr()) || PyTuple_GET_SIZE(spec.ptr()) != 2)
-    throw py::type_error("a tape entry's spec is (args, kwargs)");
-  if (!matches(ex, spec.ptr(), args, kwargs)) {
-    ++counts.misses;
-    return config->miss;
-  }
-  ++counts.replayed;
-
-  // _replay_op's forward bookkeeping (_note_nodes, its common case inline).
+/// _replay_op's forward bookkeeping: the autograd nodes of the last
+/// replayed forward op's results, as the next interaction finds them
+/// (_note_nodes, its common case inline).
+void noteForward(PyObject *ex) {
   py::object fwd = getAttr(ex, config->forward);
   if (fwd.ptr() != Py_None) {
     py::object fwdEntry = getAttr(fwd.ptr(), config->entry);
@@ -478,6 +464,46 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
       callSuspended(ex, method.ptr(), {});
     }
   }
+}
+
+/// _Replayed(e, func, args, kwargs, out, None, result), made without
+/// running its __init__ (Python code, with the loop hook on).
+py::object replayedRecord(PyObject *e, PyObject *func, PyObject *args,
+                          PyObject *kwargs, PyObject *out, PyObject *result) {
+  PyTypeObject *replayedType =
+      reinterpret_cast<PyTypeObject *>(config->replayed.ptr());
+  py::object r = steal(replayedType->tp_alloc(replayedType, 0));
+  setAttr(r.ptr(), config->entry, e);
+  setAttr(r.ptr(), config->func, func);
+  setAttr(r.ptr(), config->args, args);
+  setAttr(r.ptr(), config->kwargs, kwargs);
+  setAttr(r.ptr(), config->out, out);
+  setAttr(r.ptr(), config->value, Py_None);
+  setAttr(r.ptr(), config->result, result);
+  setAttr(r.ptr(), config->nodes, Py_None);
+  return r;
+}
+
+/// The replay of a plain entry `e` (see the file comment); `miss` when the
+/// call does not pass its checks, with nothing changed.
+py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
+                       py::handle argsH, py::handle kwargsH, Py_ssize_t q) {
+  if (!config)
+    throw std::runtime_error("replay_configure was not called");
+  PyObject *ex = exH.ptr(), *e = eH.ptr(), *func = funcH.ptr(),
+           *args = argsH.ptr(), *kwargs = kwargsH.ptr();
+  if (!PyTuple_Check(args) || !PyDict_Check(kwargs))
+    throw py::type_error("replay_plain takes an argument tuple and a dict");
+  py::object spec = getAttr(e, config->spec);
+  if (!PyTuple_Check(spec.ptr()) || PyTuple_GET_SIZE(spec.ptr()) != 2)
+    throw py::type_error("a tape entry's spec is (args, kwargs)");
+  if (!matches(ex, spec.ptr(), args, kwargs)) {
+    ++counts.misses;
+    return config->miss;
+  }
+  ++counts.replayed;
+
+  noteForward(ex);
   py::object next = steal(PyLong_FromSsize_t(q + 1));
   setAttr(ex, config->pos, next.ptr());
   py::object site = getAttr(e, config->site);
@@ -560,19 +586,7 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
            PyTuple_GET_ITEM(ids.ptr(), j));
   }
 
-  // _Replayed(e, func, args, kwargs, out, None, None), made without running
-  // its __init__ (Python code, with the loop hook on).
-  PyTypeObject *replayedType =
-      reinterpret_cast<PyTypeObject *>(config->replayed.ptr());
-  py::object r = steal(replayedType->tp_alloc(replayedType, 0));
-  setAttr(r.ptr(), config->entry, e);
-  setAttr(r.ptr(), config->func, func);
-  setAttr(r.ptr(), config->args, args);
-  setAttr(r.ptr(), config->kwargs, kwargs);
-  setAttr(r.ptr(), config->out, out.ptr());
-  setAttr(r.ptr(), config->value, Py_None);
-  setAttr(r.ptr(), config->result, Py_None);
-  setAttr(r.ptr(), config->nodes, Py_None);
+  py::object r = replayedRecord(e, func, args, kwargs, out.ptr(), Py_None);
   py::object replayed = getAttr(ex, config->replayedList);
   if (PyList_Append(replayed.ptr(), r.ptr()) < 0)
     throw py::error_already_set();
@@ -624,7 +638,172 @@ public:
                                            nullptr));
   }
 
+  /// A read by a tensor method (`item`, `tolist`, ...: `orig`, a C
+  /// function) that the tape's next entry answers with a value the host
+  /// has: the placeholder's own ("known") or one the host computed
+  /// ("updated-host", Adam's step counters). TapeRecorder._replay_read and
+  /// _replay_answer; the miss sentinel, with nothing changed, for anything
+  /// else (fetches wait for the graph anyway).
+  static py::object read(py::object self, py::handle tH, py::handle kind,
+                         py::handle orig, py::handle args, py::handle kwargs) {
+    auto &m = self.cast<DirectMode &>();
+    PyObject *ex = m.rec.ptr(), *t = tH.ptr();
+    if (!PyTuple_Check(args.ptr()) || !PyDict_Check(kwargs.ptr()))
+      throw py::type_error("read takes an argument tuple and a dict");
+    if (getAttr(ex, config->forced).ptr() != Py_None ||
+        !isTrue(getAttr(ex, config->fast).ptr()) ||
+        isTrue(getAttr(ex, config->paused).ptr()) ||
+        PyLong_AsLong(steal(PyObject_CallNoArgs(m.stackLen.ptr())).ptr()) != 1)
+      return config->miss;
+    py::object tape = getAttr(ex, config->tape);
+    Py_ssize_t q = PyLong_AsSsize_t(getAttr(ex, config->pos).ptr());
+    Py_ssize_t limit =
+        PyLong_AsSsize_t(getAttr(tape.ptr(), config->limit).ptr());
+    if (PyErr_Occurred())
+      throw py::error_already_set();
+    py::object entries = getAttr(tape.ptr(), config->entries);
+    if (q < 0 || q >= limit || !PyList_Check(entries.ptr()) ||
+        q >= PyList_GET_SIZE(entries.ptr()))
+      return config->miss;
+    PyObject *e = PyList_GET_ITEM(entries.ptr(), q);
+    py::object keepEntry = borrow(e);
+    if (!is(getAttr(e, config->kind).ptr(), config->kMat) ||
+        getAttr(e, config->func).ptr() != Py_None)
+      return config->miss;
+    int sameKind = PyObject_RichCompareBool(getAttr(e, config->matKind).ptr(),
+                                            kind.ptr(), Py_EQ);
+    if (sameKind <= 0) {
+      if (sameKind < 0)
+        throw py::error_already_set();
+      return config->miss;
+    }
+    // _ident(t): an identity this iteration gave it (else Python decides).
+    py::object idents = getAttr(ex, config->idents);
+    py::object key = steal(PyLong_FromVoidPtr(t));
+    PyObject *ident = PyDict_GetItemWithError(idents.ptr(), key.ptr());
+    if (!ident) {
+      if (PyErr_Occurred())
+        throw py::error_already_set();
+      return config->miss;
+    }
+    int same =
+        PyObject_RichCompareBool(ident, getAttr(e, config->spec).ptr(), Py_EQ);
+    if (same <= 0) {
+      if (same < 0)
+        throw py::error_already_set();
+      return config->miss;
+    }
+    py::object answer = getAttr(e, config->answer);
+    PyObject *what =
+        PyTuple_Check(answer.ptr()) && PyTuple_GET_SIZE(answer.ptr())
+            ? PyTuple_GET_ITEM(answer.ptr(), 0)
+            : Py_None;
+    py::object value;
+    bool host = false;
+    if (is(what, config->kKnown)) {
+      if (!isPlaceholder(t))
+        return config->miss;
+      value = getAttr(t, config->terraReal);
+      if (value.ptr() == Py_None)
+        return config->miss;
+    } else if (is(what, config->kUpdatedHost)) {
+      py::object keyOf = getAttr(ex, config->key);
+      py::object k = callSuspended(ex, keyOf.ptr(), {t});
+      py::object values = getAttr(ex, config->hostValues);
+      PyObject *v = PyDict_Check(values.ptr())
+                        ? PyDict_GetItemWithError(values.ptr(), k.ptr())
+                        : nullptr;
+      if (!v) {
+        if (PyErr_Occurred())
+          throw py::error_already_set();
+        return config->miss;
+      }
+      value = borrow(v);
+      host = true;
+    } else {
+      return config->miss;
+    }
+    ++counts.reads;
+
+    noteForward(ex);
+    py::object next = steal(PyLong_FromSsize_t(q + 1));
+    setAttr(ex, config->pos, next.ptr());
+    setAttr(ex, config->currentSite, getAttr(e, config->site).ptr());
+    py::object effects = getAttr(e, config->effects);
+    if (isTrue(effects.ptr()))
+      emit(ex, effects.ptr());
+    if (host) {
+      py::object reads = getAttr(ex, config->hostReads);
+      py::object more = steal(PyNumber_Add(reads.ptr(), one().ptr()));
+      setAttr(ex, config->hostReads, more.ptr());
+    }
+    // call(value): the method on the value. The Python replay raises
+    // `paused` so that the method's ops pass the co-executor; here they
+    // also run without the handler.
+    py::object result;
+    {
+      Paused paused(ex);
+      Handler handler(m, self);
+      Py_ssize_t n = PyTuple_GET_SIZE(args.ptr());
+      py::object callArgs = steal(PyTuple_New(n + 1));
+      PyTuple_SET_ITEM(callArgs.ptr(), 0, value.inc_ref().ptr());
+      for (Py_ssize_t i = 0; i < n; ++i)
+        PyTuple_SET_ITEM(
+            callArgs.ptr(), i + 1,
+            borrow(PyTuple_GET_ITEM(args.ptr(), i)).release().ptr());
+      result = steal(PyObject_Call(orig.ptr(), callArgs.ptr(),
+                                   PyDict_GET_SIZE(kwargs.ptr()) ? kwargs.ptr()
+                                                                 : nullptr));
+    }
+    if (isTrue(getAttr(ex, config->fast).ptr())) {
+      py::object readArgs = steal(PyTuple_Pack(1, t));
+      py::object readKwargs = steal(PyDict_New());
+      if (PyDict_SetItem(readKwargs.ptr(), config->kindName, kind.ptr()) < 0)
+        throw py::error_already_set();
+      py::object r = replayedRecord(e, Py_None, readArgs.ptr(),
+                                    readKwargs.ptr(), Py_None, result.ptr());
+      py::object replayed = getAttr(ex, config->replayedList);
+      if (PyList_Append(replayed.ptr(), r.ptr()) < 0)
+        throw py::error_already_set();
+    }
+    return result;
+  }
+
 private:
+  static py::object one() { return steal(PyLong_FromLong(1)); }
+
+  /// `rec.paused` raised for its lifetime (never throws on the way out).
+  class Paused {
+  public:
+    explicit Paused(PyObject *ex) : ex(ex) {
+      if (!add(1))
+        throw py::error_already_set();
+    }
+    ~Paused() {
+      PyObject *type, *value, *tb;
+      PyErr_Fetch(&type, &value, &tb);
+      if (!add(-1))
+        PyErr_WriteUnraisable(ex);
+      PyErr_Restore(type, value, tb);
+    }
+
+  private:
+    bool add(long by) {
+      PyObject *now = PyObject_GetAttr(ex, config->paused);
+      if (!now)
+        return false;
+      long n = PyLong_AsLong(now);
+      Py_DECREF(now);
+      if (n == -1 && PyErr_Occurred())
+        return false;
+      PyObject *next = PyLong_FromLong(n + by);
+      bool ok = next && PyObject_SetAttr(ex, config->paused, next) == 0;
+      Py_XDECREF(next);
+      return ok;
+    }
+    PyObject *ex;
+  };
+
   /// _DirectMode's switch: no handler and `rec.inside` raised while the
   /// co-executor runs, restored on the way out.
   class Handler {
@@ -799,6 +978,16 @@ void configure(py::dict c) {
   cfg->kV = intern("V");
   cfg->kL = intern("L");
   cfg->kR = intern("R");
+  cfg->kMat = intern("mat");
+  cfg->kKnown = intern("known");
+  cfg->kUpdatedHost = intern("updated-host");
+  cfg->forced = intern("_forced");
+  cfg->kind = intern("kind");
+  cfg->kindName = cfg->kind;
+  cfg->matKind = intern("mat_kind");
+  cfg->answer = intern("answer");
+  cfg->key = intern("key");
+  cfg->hostReads = intern("host_reads");
   cfg->kCase = intern("case");
   cfg->kLoop = intern("loop");
   delete config; // a second configuration replaces the first
@@ -823,6 +1012,7 @@ void terra::bindNativeReplay(py::module_ &m) {
         d["effects"] = counts.effects;
         d["python_effects"] = counts.pythonEffects;
         d["relaxed"] = counts.relaxed;
+        d["reads"] = counts.reads;
         return d;
       },
       "What replay_plain did since the process started.");
@@ -834,7 +1024,11 @@ void terra::bindNativeReplay(py::module_ &m) {
            py::arg("stack_len"))
       .def("__torch_dispatch__", &DirectMode::dispatch, py::arg("func"),
            py::arg("types"), py::arg("args") = py::tuple(),
-           py::arg("kwargs") = py::none());
+           py::arg("kwargs") = py::none())
+      .def("read", &DirectMode::read, py::arg("t"), py::arg("kind"),
+           py::arg("orig"), py::arg("args"), py::arg("kwargs"),
+           "Replays a read the tape answers with a value the host has; the "
+           "miss sentinel otherwise.");
   m.def("replay_plain", &replayPlain, py::arg("ex"), py::arg("entry"),
         py::arg("func"), py::arg("args"), py::arg("kwargs"), py::arg("q"),
         "Replays plain tape entry `entry` (index `q`) for a call of `func`; "

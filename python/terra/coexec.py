@@ -223,6 +223,26 @@ _META_RULES = {"aten.convolution_backward.default": _convolution_backward,
                "aten.index.Tensor": _index_tensor}
 
 
+_OUT_OF_PLACE: dict[Any, Any] = {}
+
+
+def _out_of_place(func: Any, args: tuple, targets: list) -> Any:
+    """The out-of-place form of an in-place foreach op that writes only its
+    first argument (`aten._foreach_add_.Scalar` -> `aten._foreach_add.Scalar`),
+    or None."""
+    op = _OUT_OF_PLACE.get(func, _MISSING)
+    if op is _MISSING:
+        op = None
+        packet, overload = func.overloadpacket.__name__, func._overloadname
+        if packet.startswith("_foreach_") and packet.endswith("_"):
+            op = getattr(getattr(torch.ops.aten, packet[:-1], None), overload, None)
+        _OUT_OF_PLACE[func] = op
+    if op is None or not args or not isinstance(args[0], (list, tuple)) or len(args[0]) != len(targets) \
+            or any(a is not t for a, t in zip(args[0], targets)):
+        return None
+    return op
+
+
 class CoExecutor(TapeRecorder, _Recorder):
     """Runs one iteration against a compiled graph (see the module doc)."""
 
@@ -371,8 +391,10 @@ class CoExecutor(TapeRecorder, _Recorder):
         (NativeReplay.cpp), when there is one."""
         if replay.NATIVE_REPLAY is None:
             return super()._direct_mode()
-        return native.load().DirectMode(self, tracing._STACK_MODE.__torch_dispatch__,
+        mode = native.load().DirectMode(self, tracing._STACK_MODE.__torch_dispatch__,
                                         tracing._set_torch_dispatch_mode, tracing._len_torch_dispatch_stack)
+        self._native_read = (mode.read, _MISS)  # reads the tape answers on the host (tracing.py)
+        return mode
 
     def __torch_dispatch__(self, func: Any, types_: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
         # The replay's common case first: the op the tape expects next.
@@ -493,15 +515,19 @@ class CoExecutor(TapeRecorder, _Recorder):
                 return None
             targets = outs
         if not outs or any(not isinstance(o, torch.Tensor) or o.numel() > _HOST_EVAL_MAX
-                           or o.device.type != "cpu" for o in outs):
+                           or not o.is_cpu for o in outs):
             return None
         if any(isinstance(t, Placeholder) or t._base is not None for t in targets):
             return None  # a placeholder's or a view's value is not rebound here
-        written = {id(t) for t in targets}
+        # An in-place foreach op (Adam's `_foreach_add_(steps, 1)`) runs as its
+        # out-of-place form, which makes the new values without cloning the
+        # old ones one by one.
+        fresh = targets and not info.ret_alias and _out_of_place(func, args, targets)
+        written = () if fresh else {id(t) for t in targets}
         values: dict[int, torch.Tensor] = {}
         for x in tree_flatten((args, kwargs))[0]:
             if isinstance(x, torch.Tensor) and id(x) not in values:
-                if x.numel() > _HOST_EVAL_MAX or x.device.type != "cpu":
+                if x.numel() > _HOST_EVAL_MAX or not x.is_cpu:
                     return None
                 v = self._host_value(x)
                 if v is None:
@@ -510,9 +536,13 @@ class CoExecutor(TapeRecorder, _Recorder):
         swap = lambda x: values[id(x)] if isinstance(x, torch.Tensor) else x  # noqa: E731
         try:
             with self.pause(), torch.no_grad():
-                result = func(*tree_map(swap, args), **tree_map(swap, kwargs))
+                result = (fresh or func)(*tree_map(swap, args), **tree_map(swap, kwargs))
         except Exception:
             return None  # the graph and the replay report it
+        if fresh:
+            if not isinstance(result, (list, tuple)) or len(result) != len(targets):
+                return None
+            return list(zip(targets, result))
         if targets and not info.ret_alias:
             return [(t, values[id(t)]) for t in targets]
         reals = [r for r in tree_flatten(result)[0] if isinstance(r, torch.Tensor)]

@@ -187,6 +187,9 @@ _STACK_MODE = _TorchDispatchStackMode()
 class _Recorder(TorchDispatchMode):
     """Records one call of the step function."""
 
+    # (read, miss): the native replay of reads (coexec.CoExecutor), or None.
+    _native_read: Optional[tuple] = None
+
     def __init__(self, registry: StateRegistry, call_args: tuple, call_kwargs: dict,
                  stop: types.FrameType):
         super().__init__()
@@ -374,7 +377,9 @@ class _Recorder(TorchDispatchMode):
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._direct = None
+        # (A native handler refers back to the recorder: a cycle the
+        # collector cannot see through, broken here.)
+        self._direct = self._native_read = None
         _pop_mode()
 
     def _direct_mode(self) -> Any:
@@ -1002,10 +1007,16 @@ def _install_hooks() -> None:
         orig = getattr(torch.Tensor, method)
         _SAVED[method] = torch.Tensor.__dict__.get(method, _MISSING)
 
-        def wrapper(self: torch.Tensor, *a: Any, _orig: Any = orig, _kind: str = kind, **k: Any) -> Any:
+        def wrapper(self: torch.Tensor, *a: Any, _orig: Any = orig, _kind: str = kind,
+                    _native: bool = not isinstance(orig, types.FunctionType), **k: Any) -> Any:
             rec = _ACTIVE
             if rec is None or rec.paused or rec.thread != threading.get_ident():
                 return _orig(self, *a, **k)
+            read = rec._native_read
+            if read is not None and _native:  # a C method: the native replay may answer it
+                r = read[0](self, _kind, _orig, a, k)
+                if r is not read[1]:
+                    return r
             resume = rec.loop_counter.suspend()
             try:
                 return rec.materialize(self, _kind, lambda v: _orig(v, *a, **k))
