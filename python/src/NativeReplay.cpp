@@ -1,28 +1,33 @@
-//===- NativeReplay.cpp - a plain tape entry replayed in C ----------------===//
+//===- NativeReplay.cpp - tape entries replayed in C ----------------------===//
 //
 // A co-executed iteration that follows its tape replays each op from the
 // tape's entry (python/terra/replay.py, `TapeRecorder._replay_op`): it
 // checks the call against the entry, makes the results (placeholders from
 // the recipe, views of an argument, the argument itself), and keeps what a
 // catch-up or the end of the iteration needs (the log, the replayed
-// entries, the identities of the results). In Python that is ~8 us per op,
-// as much as eager PyTorch spends on a whole small op. `replay_plain` does
-// the same with the Python C API for the entries most ops make: a "plain"
-// entry (replay._chain sets `Entry.plain`) is an op whose results come
-// from the recipe alone (no shape inference, no fed argument, no relaxed
-// scalar, no host evaluation, no size forms, no real results) and whose
-// result structure is a tensor, a list or a tuple. Anything else, and any
-// call that does not pass the entry's checks, is left to the Python replay
-// (the miss sentinel is returned before anything changed).
+// entries, the identities of the results, the autograd nodes). In Python
+// that is ~8 us per op, as much as eager PyTorch spends on a whole small
+// op. Here the same is done with the Python C API for the entries most ops
+// make: a "plain" entry (replay._chain sets `Entry.plain`) is an op whose
+// results come from the recipe alone (no shape inference, no fed argument,
+// no host evaluation, no size forms, no real results) and whose result
+// structure is one value, a list or a tuple. `DirectMode`, the handler
+// torch calls for every op while the co-executor is the only dispatch
+// mode, replays such an entry when the tape expects it next, and
+// `DirectMode.read` replays a read by a C tensor method that the tape
+// answers with a value the host has. Anything else, and any call that does
+// not pass the entry's checks, goes to the Python replay (the miss
+// sentinel is returned before anything changed).
 //
 // The Python replay is the specification: each step below names the
 // Python it mirrors, and the tests compare the two bit for bit
 // (test/python/test_tape.py). Python helpers are called, with the loop
 // hook suspended as the Python replay has it, only for the rare parts:
-// argument checks other than a known tensor or a plain value
-// (`tape._match`), a view of a real tensor, a write into a real tensor,
-// catching up on a forward op's autograd nodes with several results, and
-// run effects.
+// argument checks other than a known tensor, a plain value, a tensor list
+// or a relaxed scalar (`tape._match`), a view of a real tensor, writes
+// into memory the host computed a value for, a relaxed scalar's feed,
+// feeds among an entry's run effects, the autograd nodes of a forward op
+// with several results, and a real tensor's memory key.
 //
 //===----------------------------------------------------------------------===//
 #include "NativeReplay.h"
@@ -70,12 +75,11 @@ struct Config {
       *needsFlat;
   // Co-executor attributes.
   PyObject *idents, *hostIdent, *forward, *pos, *currentSite, *log,
-      *replayedList, *tapeKeep, *noteNodes, *replayWritten, *emit, *loopCounter,
-      *active, *hook, *suspend, *resume, *hostValues, *run, *sendCase,
-      *sendLoop, *sent, *fast, *bDepth, *paused, *tape, *limit, *entries,
-      *plain, *thread, *inside, *torchDispatch, *forgetHostValues, *relaxed,
-      *relaxedFeeds, *forced, *kind, *matKind, *answer, *key, *hostReads,
-      *kindName;
+      *replayedList, *tapeKeep, *noteNodes, *emit, *loopCounter, *active, *hook,
+      *suspend, *resume, *hostValues, *run, *sendCase, *sendLoop, *sent, *fast,
+      *bDepth, *paused, *tape, *limit, *entries, *plain, *thread, *inside,
+      *torchDispatch, *forgetHostValues, *relaxed, *relaxedFeeds, *forced,
+      *kind, *matKind, *answer, *key, *hostReads;
   // _Replayed and placeholder attributes.
   PyObject *entry, *func, *args, *kwargs, *out, *value, *result, *nodes,
       *gradFn, *terraToken, *terraWhere, *terraAddr, *terraBase, *terraReal,
@@ -144,25 +148,27 @@ public:
     resume = isTrue(
         steal(PyObject_CallMethodNoArgs(hook.ptr(), config->suspend)).ptr());
   }
-  /// Resumes; an error here wins over none, not over the helper's own.
-  void end() {
+  /// Resumes; false with the resume's error set if it failed. An error
+  /// already set (the helper's) is kept and wins over the resume's.
+  bool end() {
     if (!resume)
-      return;
+      return true;
     resume = false;
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyObject *ok = PyObject_CallMethodNoArgs(hook.ptr(), config->resume);
-    if (!ok) {
-      if (type) { // the helper's error is the one to report
-        PyErr_Clear();
-        PyErr_Restore(type, value, tb);
-      }
-      return;
-    }
-    Py_DECREF(ok);
+    Py_XDECREF(ok);
+    if (!ok && !type)
+      return false;
+    if (!ok)
+      PyErr_Clear();
     PyErr_Restore(type, value, tb);
+    return true;
   }
-  ~Suspended() { end(); }
+  ~Suspended() {
+    if (!end())
+      PyErr_WriteUnraisable(hook.ptr());
+  }
 
 private:
   py::object hook;
@@ -176,8 +182,8 @@ py::object callSuspended(PyObject *ex, PyObject *callable,
   std::vector<PyObject *> argv(argList);
   PyObject *r =
       PyObject_Vectorcall(callable, argv.data(), argv.size(), nullptr);
-  suspended.end();
-  if (!r || PyErr_Occurred()) {
+  bool resumed = suspended.end();
+  if (!r || !resumed) {
     Py_XDECREF(r);
     throw py::error_already_set();
   }
@@ -186,9 +192,9 @@ py::object callSuspended(PyObject *ex, PyObject *callable,
 
 /// The common checks of tape.matches / tape._match: 1 if `v` passes check
 /// `s`, 0 if not, -1 if only `tape._match` can tell (a tensor not identified
-/// yet or checked with its metadata, a list, a symbolic size, a relaxed
-/// scalar). A plain value is compared as the Python does: `!=` for a
-/// positional argument, `==` for a keyword.
+/// yet or checked with its metadata, a symbolic size). A plain value is
+/// compared as the Python does: `!=` for a positional argument, `==` for a
+/// keyword or a list element.
 int quickMatch(PyObject *idents, PyObject *v, PyObject *s, bool keyword) {
   PyObject *kind = PyTuple_GET_ITEM(s, 0);
   if (is(kind, config->kT) && PyTuple_GET_ITEM(s, 2) == Py_None) {
@@ -758,7 +764,7 @@ public:
     if (isTrue(getAttr(ex, config->fast).ptr())) {
       py::object readArgs = steal(PyTuple_Pack(1, t));
       py::object readKwargs = steal(PyDict_New());
-      if (PyDict_SetItem(readKwargs.ptr(), config->kindName, kind.ptr()) < 0)
+      if (PyDict_SetItem(readKwargs.ptr(), config->kind, kind.ptr()) < 0)
         throw py::error_already_set();
       py::object r = replayedRecord(e, Py_None, readArgs.ptr(),
                                     readKwargs.ptr(), Py_None, result.ptr());
@@ -929,7 +935,6 @@ void configure(py::dict c) {
   cfg->replayedList = intern("replayed");
   cfg->tapeKeep = intern("tape_keep");
   cfg->noteNodes = intern("_note_nodes");
-  cfg->replayWritten = intern("_replay_written");
   cfg->emit = intern("_emit");
   cfg->loopCounter = intern("loop_counter");
   cfg->active = intern("active");
@@ -983,7 +988,6 @@ void configure(py::dict c) {
   cfg->kUpdatedHost = intern("updated-host");
   cfg->forced = intern("_forced");
   cfg->kind = intern("kind");
-  cfg->kindName = cfg->kind;
   cfg->matKind = intern("mat_kind");
   cfg->answer = intern("answer");
   cfg->key = intern("key");

@@ -281,6 +281,35 @@ def test_affine_grid_over_a_count_that_changes_each_step() -> None:
     data = [(torch.randn(1, 2, 8, 8), i) for i in range(16)]
     stats = compare(make, data, max_fallbacks=1)
     assert sum(_replayed(stats)) >= 6
+    assert "aten.grid_sampler_2d" in stats["host_ops"]
+
+
+def test_the_gil_is_handed_over_faster_while_a_graph_with_host_ops_runs() -> None:
+    # The graph calls back into torch for its host ops on its own thread,
+    # which needs the GIL: the switch interval is short while such a graph
+    # co-executes, and the program's own setting comes back after the step.
+    import sys
+    seen = []
+    conv = nn.Conv2d(2, 3, 3, padding=1)
+    opt = torch.optim.SGD(conv.parameters(), lr=0.05)
+
+    def step(x):
+        seen.append(sys.getswitchinterval())
+        theta = torch.eye(2, 3).expand(2, 2, 3)
+        grid = F.affine_grid(theta, [2, 3, 4, 4], align_corners=False)
+        loss = F.grid_sample(conv(x).expand(2, -1, -1, -1), grid, align_corners=False).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    before = sys.getswitchinterval()
+    fn = terra.function(step, cache_dir=None)
+    for _ in range(8):
+        fn(torch.randn(1, 2, 8, 8))
+        assert sys.getswitchinterval() == before
+    stats = terra.stats(fn)
+    assert stats["host_ops"] and stats["coexec_iterations"] >= 4
+    assert seen[0] == before and seen[-1] < before
 
 
 def test_sequences_of_several_lengths_replay_one_tape() -> None:
