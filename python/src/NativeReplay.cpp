@@ -79,14 +79,15 @@ struct Config {
       *suspend, *resume, *hostValues, *run, *sendCase, *sendLoop, *sent, *fast,
       *bDepth, *paused, *tape, *limit, *entries, *plain, *thread, *inside,
       *torchDispatch, *forgetHostValues, *relaxed, *relaxedFeeds, *forced,
-      *kind, *matKind, *answer, *key, *hostReads;
+      *kind, *matKind, *answer, *key, *hostReads, *forms, *formsMatch, *infer,
+      *memo, *layout;
   // _Replayed and placeholder attributes.
   PyObject *entry, *func, *args, *kwargs, *out, *value, *result, *nodes,
       *gradFn, *terraToken, *terraWhere, *terraAddr, *terraBase, *terraReal,
       *storageOffset, *elementSize;
   // Recipe kinds.
-  PyObject *kNew, *kSame, *kView, *kValue, *kT, *kV, *kL, *kR, *kCase, *kLoop,
-      *kMat, *kKnown, *kUpdatedHost;
+  PyObject *kNew, *kSame, *kView, *kValue, *kT, *kV, *kL, *kR, *kF, *kCase,
+      *kLoop, *kMat, *kKnown, *kUpdatedHost;
 };
 
 Config *config = nullptr;
@@ -96,7 +97,7 @@ Config *config = nullptr;
 struct Counts {
   uint64_t replayed = 0, misses = 0, slowChecks = 0, realViews = 0,
            realWrites = 0, noteNodes = 0, effects = 0, pythonEffects = 0,
-           relaxed = 0, reads = 0;
+           relaxed = 0, reads = 0, formChecks = 0, memoHits = 0, memoMisses = 0;
 } counts;
 
 PyObject *intern(const char *s) {
@@ -192,7 +193,7 @@ py::object callSuspended(PyObject *ex, PyObject *callable,
 
 /// The common checks of tape.matches / tape._match: 1 if `v` passes check
 /// `s`, 0 if not, -1 if only `tape._match` can tell (a tensor not identified
-/// yet or checked with its metadata, a symbolic size). A plain value is
+/// yet or checked with its metadata). A plain value is
 /// compared as the Python does: `!=` for a positional argument, `==` for a
 /// keyword or a list element.
 int quickMatch(PyObject *idents, PyObject *v, PyObject *s, bool keyword) {
@@ -227,6 +228,10 @@ int quickMatch(PyObject *idents, PyObject *v, PyObject *s, bool keyword) {
     }
     return 1;
   }
+  if (is(kind, config->kF)) // a symbolic size: its type (its form: _fits)
+    return reinterpret_cast<PyObject *>(Py_TYPE(v)) == PyTuple_GET_ITEM(s, 1)
+               ? 1
+               : 0;
   if (is(kind, config->kR)) {
     // ("R", length): a relaxed scalar (or scalar list), fed to the graph.
     auto number = [](PyObject *x) {
@@ -507,6 +512,45 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
     ++counts.misses;
     return config->miss;
   }
+  // Size arguments checked by their recorded form (TapeRecorder._fits).
+  py::object forms = getAttr(e, config->forms);
+  if (forms.ptr() != Py_None) {
+    ++counts.formChecks;
+    py::object check = getAttr(ex, config->formsMatch);
+    if (!isTrue(
+            callSuspended(ex, check.ptr(), {e, func, args, kwargs}).ptr())) {
+      ++counts.misses;
+      return config->miss;
+    }
+  }
+  // The recipes: the entry's own, or for results whose shapes follow
+  // data-dependent sizes those memoized for the sizes met so far
+  // (TapeRecorder._memo_key; a layout not met yet is inferred in Python).
+  py::object outs = getAttr(e, config->outs);
+  if (isTrue(getAttr(e, config->infer).ptr())) {
+    py::object memo = getAttr(e, config->memo);
+    py::object layout = getAttr(ex, config->layout);
+    py::object key = steal(PySequence_Tuple(layout.ptr()));
+    PyObject *recipes = PyDict_Check(memo.ptr())
+                            ? PyDict_GetItemWithError(memo.ptr(), key.ptr())
+                            : nullptr;
+    if (!recipes) {
+      if (PyErr_Occurred())
+        throw py::error_already_set();
+      ++counts.memoMisses;
+      return config->miss;
+    }
+    outs = borrow(recipes);
+    ++counts.memoHits;
+  }
+  if (!PyTuple_Check(outs.ptr()))
+    throw py::type_error("tape recipes are a tuple");
+  for (Py_ssize_t j = 0, n = PyTuple_GET_SIZE(outs.ptr()); j < n; ++j) {
+    PyObject *kind = PyTuple_GET_ITEM(PyTuple_GET_ITEM(outs.ptr(), j), 0);
+    if (!(is(kind, config->kNew) || is(kind, config->kSame) ||
+          is(kind, config->kView) || is(kind, config->kValue)))
+      return config->miss; // (made in Python)
+  }
   ++counts.replayed;
 
   noteForward(ex);
@@ -519,7 +563,6 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
   if (isTrue(getAttr(e, config->needsFlat).ptr()))
     flatInputs(args, kwargs, flat);
   py::object structure = getAttr(e, config->structName);
-  py::object outs = getAttr(e, config->outs);
   py::object out = makeResults(ex, outs.ptr(), structure.ptr(), flat);
 
   // The log replays ops eagerly at a deviation.
@@ -983,6 +1026,7 @@ void configure(py::dict c) {
   cfg->kV = intern("V");
   cfg->kL = intern("L");
   cfg->kR = intern("R");
+  cfg->kF = intern("F");
   cfg->kMat = intern("mat");
   cfg->kKnown = intern("known");
   cfg->kUpdatedHost = intern("updated-host");
@@ -992,6 +1036,11 @@ void configure(py::dict c) {
   cfg->answer = intern("answer");
   cfg->key = intern("key");
   cfg->hostReads = intern("host_reads");
+  cfg->forms = intern("forms");
+  cfg->formsMatch = intern("_forms_match");
+  cfg->infer = intern("infer");
+  cfg->memo = intern("memo");
+  cfg->layout = intern("layout");
   cfg->kCase = intern("case");
   cfg->kLoop = intern("loop");
   delete config; // a second configuration replaces the first
@@ -1017,6 +1066,9 @@ void terra::bindNativeReplay(py::module_ &m) {
         d["python_effects"] = counts.pythonEffects;
         d["relaxed"] = counts.relaxed;
         d["reads"] = counts.reads;
+        d["form_checks"] = counts.formChecks;
+        d["memo_hits"] = counts.memoHits;
+        d["memo_misses"] = counts.memoMisses;
         return d;
       },
       "What replay_plain did since the process started.");

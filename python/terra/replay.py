@@ -942,8 +942,11 @@ def _chain(tape: Tape) -> None:
         e.needs_flat = bool(e.written or e.feeds or e.struct is not None or len(e.outs) != 1
                             or e.outs[0][0] in ("same", "view") or e.infer)
         e.real = any(r[0] == "real" for r in e.outs)
-        e.plain = (e.kind == "op" and not (e.infer or e.feeds or e.host_eval or e.real or e.mask_reads)
-                   and e.forms is None and all(r[0] in ("new", "same", "view", "value") for r in e.outs)
+        # Entries the native replay takes: results from the recipe, or from
+        # the recipes memoized for the current layout of data-dependent sizes.
+        e.plain = (e.kind == "op" and not (e.feeds or e.host_eval or e.real or e.mask_reads)
+                   and (not e.infer or (e.memo is not None and e.relaxed is None))
+                   and all(r[0] in ("new", "same", "view", "value", "infer") for r in e.outs)
                    and (e.struct is None or e.struct is list or e.struct is tuple
                         or (type(e.struct) is LeafSpec and len(e.outs) == 1)))
         h = hash((h, e.func, e.kind, e.mat_kind, repr(e.spec), repr(e.outs), repr(e.effects), repr(e.answer),

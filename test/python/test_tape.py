@@ -634,13 +634,14 @@ def test_no_co_executor_outlives_its_step() -> None:
     assert not [o for o in gc.get_objects() if type(o) is coexec.CoExecutor]
 
 
-@pytest.mark.parametrize("name", ["dcgan", "bert_qa"])
+@pytest.mark.parametrize("name", ["dcgan", "bert_qa", "gpt2"])
 def test_the_native_replay_gives_bit_for_bit_what_the_python_replay_gives(
         monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     # Plain entries (results from the recipe alone) are replayed by
     # NativeReplay.cpp; the Python replay is its specification. DCGAN has
-    # reads answered from the tape, effects and writes into real tensors
-    # among them, BERT-QA mostly views.
+    # reads answered on the host (Adam's step counters), effects and writes
+    # into real tensors among them, BERT-QA mostly views, GPT-2 (four
+    # sequence lengths) results with memoized recipes and size forms.
     import sys
     from pathlib import Path
     repo = str(Path(__file__).resolve().parents[2])
