@@ -69,7 +69,7 @@ bool isTrue(PyObject *o) {
 /// Python replay, and attribute names interned once.
 struct Config {
   py::object placeholder, token, replayed, tensor, leafSpec, makeWrapper, match,
-      viewReal, relaxedValue, miss, cpu, wrapperKwnames;
+      viewReal, relaxedValue, symDim, miss, cpu, wrapperKwnames;
   // Entry attributes.
   PyObject *spec, *outs, *structName, *ids, *written, *effects, *site, *engine,
       *needsFlat;
@@ -80,7 +80,7 @@ struct Config {
       *bDepth, *paused, *tape, *limit, *entries, *plain, *thread, *inside,
       *torchDispatch, *forgetHostValues, *relaxed, *relaxedFeeds, *forced,
       *kind, *matKind, *answer, *key, *hostReads, *forms, *formsMatch, *infer,
-      *memo, *layout;
+      *memo, *layout, *nativeForms, *shape, *operand, *dim, *numel;
   // _Replayed and placeholder attributes.
   PyObject *entry, *func, *args, *kwargs, *out, *value, *result, *nodes,
       *gradFn, *terraToken, *terraWhere, *terraAddr, *terraBase, *terraReal,
@@ -97,7 +97,8 @@ Config *config = nullptr;
 struct Counts {
   uint64_t replayed = 0, misses = 0, slowChecks = 0, realViews = 0,
            realWrites = 0, noteNodes = 0, effects = 0, pythonEffects = 0,
-           relaxed = 0, reads = 0, formChecks = 0, memoHits = 0, memoMisses = 0;
+           relaxed = 0, reads = 0, formChecks = 0, memoHits = 0, memoMisses = 0,
+           pythonFormChecks = 0;
 } counts;
 
 PyObject *intern(const char *s) {
@@ -302,6 +303,128 @@ bool matches(PyObject *ex, PyObject *spec, PyObject *args, PyObject *kwargs) {
       return false;
     }
     if (!check(v, PyTuple_GET_ITEM(ks, 1), true))
+      return false;
+  }
+  return true;
+}
+
+/// A tensor's sizes (its `shape`, a tuple).
+py::object shapeOf(PyObject *t) { return getAttr(t, config->shape); }
+
+/// tape.form_matches for one size argument: 1 if `value` is what `form`
+/// gives for `tensors`, 0 if not.
+int formMatches(PyObject *form, PyObject *value,
+                const std::vector<PyObject *> &tensors) {
+  auto equal = [](PyObject *a, PyObject *b) {
+    int r = PyObject_RichCompareBool(a, b, Py_EQ);
+    if (r < 0)
+      throw py::error_already_set();
+    return r == 1;
+  };
+  // A SymDim(operand, dim) entry: whether that dim of that operand is `v`.
+  auto dimIs = [&](PyObject *sym, PyObject *v) -> bool {
+    Py_ssize_t operand = PyLong_AsSsize_t(getAttr(sym, config->operand).ptr());
+    Py_ssize_t dim = PyLong_AsSsize_t(getAttr(sym, config->dim).ptr());
+    if (PyErr_Occurred())
+      throw py::error_already_set();
+    if (operand < 0 || size_t(operand) >= tensors.size())
+      return false;
+    py::object shape = shapeOf(tensors[operand]);
+    if (!PyTuple_Check(shape.ptr()) || dim < 0 ||
+        dim >= PyTuple_GET_SIZE(shape.ptr()))
+      return false;
+    return equal(PyTuple_GET_ITEM(shape.ptr(), dim), v);
+  };
+  PyTypeObject *symDim = reinterpret_cast<PyTypeObject *>(config->symDim.ptr());
+  if (Py_TYPE(form) == symDim)
+    return PyLong_CheckExact(value) && dimIs(form, value) ? 1 : 0;
+  if (!(PyList_CheckExact(value) || PyTuple_CheckExact(value)) ||
+      !(PyList_Check(form) || PyTuple_Check(form)))
+    return 0;
+  py::object formSeq = steal(PySequence_Fast(form, "form"));
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(formSeq.ptr());
+  if (PySequence_Fast_GET_SIZE(value) != n)
+    return 0;
+  PyObject **fs = PySequence_Fast_ITEMS(formSeq.ptr());
+  PyObject **vs = PySequence_Fast_ITEMS(value);
+  Py_ssize_t inferred = -1;
+  py::object known = steal(PyLong_FromLong(1));
+  py::object minusOne = steal(PyLong_FromLong(-1));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject *f = fs[i], *v = vs[i];
+    if (Py_TYPE(f) == symDim) {
+      if (!dimIs(f, v))
+        return 0;
+    } else if (equal(f, minusOne.ptr()) && !equal(v, minusOne.ptr())) {
+      inferred = i; // a reshape's -1: checked against the element count
+      continue;
+    } else if (!equal(f, v)) {
+      return 0;
+    }
+    if (!equal(v, minusOne.ptr()))
+      known = steal(PyNumber_Multiply(known.ptr(), v));
+  }
+  if (inferred < 0)
+    return 1;
+  if (tensors.empty())
+    return 0;
+  py::object numel =
+      steal(PyObject_CallMethodNoArgs(tensors[0], config->numel));
+  py::object product = steal(PyNumber_Multiply(known.ptr(), vs[inferred]));
+  return equal(product.ptr(), numel.ptr()) ? 1 : 0;
+}
+
+/// TapeRecorder._forms_match for the forms replay._chain prepared
+/// (`Entry.native_forms`: (key, form) pairs and the op's schema arguments).
+bool formsMatch(PyObject *nativeForms, PyObject *args, PyObject *kwargs) {
+  PyObject *pairs = PyTuple_GET_ITEM(nativeForms, 0);
+  PyObject *schema = PyTuple_GET_ITEM(nativeForms, 1);
+  // The op's tensor operands in schema order (tracing.passed_args).
+  std::vector<PyObject *> tensors;
+  Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+  for (Py_ssize_t a = 0, n = PyTuple_GET_SIZE(schema); a < n; ++a) {
+    PyObject *info = PyTuple_GET_ITEM(schema, a);
+    Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(info, 0));
+    if (i == -1 && PyErr_Occurred())
+      throw py::error_already_set();
+    PyObject *v = nullptr;
+    if (i < nargs && !isTrue(PyTuple_GET_ITEM(info, 2))) {
+      v = PyTuple_GET_ITEM(args, i);
+    } else {
+      v = PyDict_GetItemWithError(kwargs, PyTuple_GET_ITEM(info, 1));
+      if (!v) {
+        if (PyErr_Occurred())
+          throw py::error_already_set();
+        continue;
+      }
+    }
+    if (isTensor(v)) {
+      tensors.push_back(v);
+    } else if (PyList_Check(v) || PyTuple_Check(v)) {
+      Py_ssize_t m = PySequence_Fast_GET_SIZE(v);
+      PyObject **items = PySequence_Fast_ITEMS(v);
+      for (Py_ssize_t k = 0; k < m; ++k)
+        if (isTensor(items[k]))
+          tensors.push_back(items[k]);
+    }
+  }
+  for (Py_ssize_t j = 0, n = PyTuple_GET_SIZE(pairs); j < n; ++j) {
+    PyObject *pair = PyTuple_GET_ITEM(pairs, j);
+    PyObject *key = PyTuple_GET_ITEM(pair, 0), *value = nullptr;
+    if (PyLong_CheckExact(key)) {
+      Py_ssize_t k = PyLong_AsSsize_t(key);
+      if (k < 0 || k >= nargs)
+        return false; // (the Python check raises: the call does not fit)
+      value = PyTuple_GET_ITEM(args, k);
+    } else {
+      value = PyDict_GetItemWithError(kwargs, key);
+      if (!value) {
+        if (PyErr_Occurred())
+          throw py::error_already_set();
+        value = Py_None;
+      }
+    }
+    if (!formMatches(PyTuple_GET_ITEM(pair, 1), value, tensors))
       return false;
   }
   return true;
@@ -516,9 +639,17 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
   py::object forms = getAttr(e, config->forms);
   if (forms.ptr() != Py_None) {
     ++counts.formChecks;
-    py::object check = getAttr(ex, config->formsMatch);
-    if (!isTrue(
-            callSuspended(ex, check.ptr(), {e, func, args, kwargs}).ptr())) {
+    py::object prepared = getAttr(e, config->nativeForms);
+    bool fits;
+    if (prepared.ptr() != Py_None) {
+      fits = formsMatch(prepared.ptr(), args, kwargs);
+    } else { // a view's strides, sizes of values that are not operands
+      ++counts.pythonFormChecks;
+      py::object check = getAttr(ex, config->formsMatch);
+      fits =
+          isTrue(callSuspended(ex, check.ptr(), {e, func, args, kwargs}).ptr());
+    }
+    if (!fits) {
       ++counts.misses;
       return config->miss;
     }
@@ -952,6 +1083,7 @@ void configure(py::dict c) {
   cfg->match = get("match");
   cfg->viewReal = get("view_real");
   cfg->relaxedValue = get("relaxed_value");
+  cfg->symDim = get("SymDim");
   cfg->miss = get("miss");
   cfg->cpu = py::str("cpu");
   for (py::handle t :
@@ -1041,6 +1173,11 @@ void configure(py::dict c) {
   cfg->infer = intern("infer");
   cfg->memo = intern("memo");
   cfg->layout = intern("layout");
+  cfg->nativeForms = intern("native_forms");
+  cfg->shape = intern("shape");
+  cfg->operand = intern("operand");
+  cfg->dim = intern("dim");
+  cfg->numel = intern("numel");
   cfg->kCase = intern("case");
   cfg->kLoop = intern("loop");
   delete config; // a second configuration replaces the first
@@ -1069,6 +1206,7 @@ void terra::bindNativeReplay(py::module_ &m) {
         d["form_checks"] = counts.formChecks;
         d["memo_hits"] = counts.memoHits;
         d["memo_misses"] = counts.memoMisses;
+        d["python_form_checks"] = counts.pythonFormChecks;
         return d;
       },
       "What replay_plain did since the process started.");

@@ -942,6 +942,12 @@ def _chain(tape: Tape) -> None:
         e.needs_flat = bool(e.written or e.feeds or e.struct is not None or len(e.outs) != 1
                             or e.outs[0][0] in ("same", "view") or e.infer)
         e.real = any(r[0] == "real" for r in e.outs)
+        # Size forms the native replay checks itself: symbolic entries over
+        # the op's operands (not a view's strides, not sizes of values
+        # that are not operands), with the op's arguments in schema order.
+        e.native_forms = None
+        if e.forms is not None and all(form != "view-strides" and not extra for form, extra in e.forms.values()):
+            e.native_forms = (tuple((k, form) for k, (form, _) in e.forms.items()), op_info(e.func).args)
         # Entries the native replay takes: results from the recipe, or from
         # the recipes memoized for the current layout of data-dependent sizes.
         e.plain = (e.kind == "op" and not (e.feeds or e.host_eval or e.real or e.mask_reads)
@@ -994,7 +1000,8 @@ def _native_replay() -> Optional[Callable]:
     module.replay_configure({"Placeholder": Placeholder, "Token": Token, "Replayed": _Replayed,
                              "Tensor": torch.Tensor, "LeafSpec": LeafSpec, "make_wrapper": _make_wrapper,
                              "match": _match,
-                             "view_real": _view_of_real, "relaxed_value": relaxed_value, "miss": _MISS})
+                             "view_real": _view_of_real, "relaxed_value": relaxed_value, "SymDim": sizes.SymDim,
+                             "miss": _MISS})
     return module.replay_plain
 
 

@@ -63,7 +63,8 @@ class Entry:
 
     __slots__ = ("kind", "func", "name", "spec", "outs", "struct", "effects", "site", "reached",
                  "loops", "engine", "engine_sites", "host_eval", "written", "relaxed", "answer",
-                 "mat_kind", "feeds", "chain", "needs_flat", "real", "ids", "infer", "forms", "mask_reads", "memo", "plain")
+                 "mat_kind", "feeds", "chain", "needs_flat", "real", "ids", "infer", "forms", "mask_reads", "memo", "plain",
+                 "native_forms")
 
     def __init__(self, kind: str, func: Any, spec: Any):
         self.kind = kind  # "op", "rng", "pass", "mat", "stop"
@@ -106,6 +107,8 @@ class Entry:
         # An op whose replay makes its results from the recipe alone (set
         # with `needs_flat`): the native replay takes it (replay.py).
         self.plain = False
+        # The forms as the native replay checks them, or None (replay._chain).
+        self.native_forms: Any = None
 
 
 class End:

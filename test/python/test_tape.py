@@ -312,6 +312,32 @@ def test_the_gil_is_handed_over_faster_while_a_graph_with_host_ops_runs() -> Non
     assert seen[0] == before and seen[-1] < before
 
 
+
+def test_a_size_argument_that_breaks_its_form_is_not_replayed() -> None:
+    # A reshape of rows whose count changes every step is recorded with its
+    # size as a form over that count; a step that passes another size must
+    # not be replayed from the tape (its results would have the shapes the
+    # form gives), in the Python or the native replay.
+    def make() -> tuple:
+        model = mlp(classes=4)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+
+        def step(x, y, i):
+            out = model(x)
+            keep = np.argsort(out.detach().numpy()[:, 0])[: 2 + i % 2]
+            rows = torch.from_numpy(np.ascontiguousarray(x.numpy()[keep]))
+            m = 1 if i % 4 == 3 else rows.shape[0]  # (counts 2 and 3 recur)
+            flat = model(rows).view(m, -1)
+            loss = F.cross_entropy(out, y) + flat.pow(2).mean() + flat[0].sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    data = [(x, y, i) for i, (x, y) in enumerate(batches(16))]
+    compare(make, data, max_fallbacks=4)
+
+
 def test_sequences_of_several_lengths_replay_one_tape() -> None:
     # GPT-2-style batches of a few lengths, picked inside the step (host
     # tensors): reshapes whose sizes follow the length (a -1 entry, the
