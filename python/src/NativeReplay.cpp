@@ -80,7 +80,8 @@ struct Config {
       *bDepth, *paused, *tape, *limit, *entries, *plain, *thread, *inside,
       *torchDispatch, *forgetHostValues, *relaxed, *relaxedFeeds, *forced,
       *kind, *matKind, *answer, *key, *hostReads, *forms, *formsMatch, *infer,
-      *memo, *layout, *nativeForms, *shape, *operand, *dim, *numel;
+      *memo, *layout, *nativeForms, *shape, *operand, *dim, *numel, *feeds,
+      *fedValues;
   // _Replayed and placeholder attributes.
   PyObject *entry, *func, *args, *kwargs, *out, *value, *result, *nodes,
       *gradFn, *terraToken, *terraWhere, *terraAddr, *terraBase, *terraReal,
@@ -682,6 +683,25 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
           is(kind, config->kView) || is(kind, config->kValue)))
       return config->miss; // (made in Python)
   }
+  std::vector<PyObject *> flat;
+  if (isTrue(getAttr(e, config->needsFlat).ptr()))
+    flatInputs(args, kwargs, flat);
+  // Inputs fed to the graph: their values are taken on entry. A real
+  // tensor is its own value, a placeholder's is the one it has (a random
+  // draw of the host); one without a value is Python's (`terra_real`).
+  py::object feeds = getAttr(e, config->feeds);
+  std::vector<py::object> fed;
+  for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(feeds.ptr()); i < n; ++i) {
+    PyObject *t = flatAt(flat, PyTuple_GET_ITEM(feeds.ptr(), i));
+    if (!isPlaceholder(t)) {
+      fed.push_back(borrow(t));
+      continue;
+    }
+    py::object value = getAttr(t, config->terraReal);
+    if (value.ptr() == Py_None)
+      return config->miss;
+    fed.push_back(std::move(value));
+  }
   ++counts.replayed;
 
   noteForward(ex);
@@ -689,10 +709,15 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
   setAttr(ex, config->pos, next.ptr());
   py::object site = getAttr(e, config->site);
   setAttr(ex, config->currentSite, site.ptr());
-
-  std::vector<PyObject *> flat;
-  if (isTrue(getAttr(e, config->needsFlat).ptr()))
-    flatInputs(args, kwargs, flat);
+  if (PyTuple_GET_SIZE(feeds.ptr())) {
+    py::object fedValues = getAttr(ex, config->fedValues);
+    for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(feeds.ptr()); i < n; ++i) {
+      PyObject *k = PyTuple_GET_ITEM(feeds.ptr(), i);
+      py::object key = steal(Py_BuildValue("(nO)", q, k)); // (entry, input)
+      if (PyObject_SetItem(fedValues.ptr(), key.ptr(), fed[i].ptr()) < 0)
+        throw py::error_already_set();
+    }
+  }
   py::object structure = getAttr(e, config->structName);
   py::object out = makeResults(ex, outs.ptr(), structure.ptr(), flat);
 
@@ -1178,6 +1203,8 @@ void configure(py::dict c) {
   cfg->operand = intern("operand");
   cfg->dim = intern("dim");
   cfg->numel = intern("numel");
+  cfg->feeds = intern("feeds");
+  cfg->fedValues = intern("fed_values");
   cfg->kCase = intern("case");
   cfg->kLoop = intern("loop");
   delete config; // a second configuration replaces the first
