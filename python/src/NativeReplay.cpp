@@ -309,6 +309,23 @@ bool matches(PyObject *ex, PyObject *spec, PyObject *args, PyObject *kwargs) {
   return true;
 }
 
+/// The tensors of one argument: itself, or those in a list or tuple (of
+/// exactly those types with `exact`, as tape.flat_inputs checks).
+void addTensors(PyObject *v, bool exact, std::vector<PyObject *> &out) {
+  if (isTensor(v)) {
+    out.push_back(v);
+    return;
+  }
+  if (exact ? !(PyList_CheckExact(v) || PyTuple_CheckExact(v))
+            : !(PyList_Check(v) || PyTuple_Check(v)))
+    return;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
+  PyObject **items = PySequence_Fast_ITEMS(v);
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (isTensor(items[i]))
+      out.push_back(items[i]);
+}
+
 /// A tensor's sizes (its `shape`, a tuple).
 py::object shapeOf(PyObject *t) { return getAttr(t, config->shape); }
 
@@ -399,15 +416,7 @@ bool formsMatch(PyObject *nativeForms, PyObject *args, PyObject *kwargs) {
         continue;
       }
     }
-    if (isTensor(v)) {
-      tensors.push_back(v);
-    } else if (PyList_Check(v) || PyTuple_Check(v)) {
-      Py_ssize_t m = PySequence_Fast_GET_SIZE(v);
-      PyObject **items = PySequence_Fast_ITEMS(v);
-      for (Py_ssize_t k = 0; k < m; ++k)
-        if (isTensor(items[k]))
-          tensors.push_back(items[k]);
-    }
+    addTensors(v, /*exact=*/false, tensors); // (passed_args: isinstance)
   }
   for (Py_ssize_t j = 0, n = PyTuple_GET_SIZE(pairs); j < n; ++j) {
     PyObject *pair = PyTuple_GET_ITEM(pairs, j);
@@ -434,17 +443,7 @@ bool formsMatch(PyObject *nativeForms, PyObject *args, PyObject *kwargs) {
 /// tape.flat_inputs.
 void flatInputs(PyObject *args, PyObject *kwargs,
                 std::vector<PyObject *> &out) {
-  auto add = [&](PyObject *v) {
-    if (isTensor(v)) {
-      out.push_back(v);
-    } else if (PyList_CheckExact(v) || PyTuple_CheckExact(v)) {
-      Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
-      PyObject **items = PySequence_Fast_ITEMS(v);
-      for (Py_ssize_t i = 0; i < n; ++i)
-        if (isTensor(items[i]))
-          out.push_back(items[i]);
-    }
-  };
+  auto add = [&](PyObject *v) { addTensors(v, /*exact=*/true, out); };
   for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(args); i < n; ++i)
     add(PyTuple_GET_ITEM(args, i));
   Py_ssize_t pos = 0;
@@ -804,6 +803,22 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
   return out;
 }
 
+/// `o.name += by` for an int attribute; false with the error set if it
+/// failed (never throws: used on the way out of RAII guards).
+bool addToAttr(PyObject *o, PyObject *name, long by) {
+  PyObject *now = PyObject_GetAttr(o, name);
+  if (!now)
+    return false;
+  long n = PyLong_AsLong(now);
+  Py_DECREF(now);
+  if (n == -1 && PyErr_Occurred())
+    return false;
+  PyObject *next = PyLong_FromLong(n + by);
+  bool ok = next && PyObject_SetAttr(o, name, next) == 0;
+  Py_XDECREF(next);
+  return ok;
+}
+
 /// The handler torch calls for every op while a co-executor is the only
 /// dispatch mode (tracing._DirectMode, whose Python frames cost ~1 us per
 /// op): a plain entry the tape expects next is replayed here; everything
@@ -993,19 +1008,7 @@ private:
     }
 
   private:
-    bool add(long by) {
-      PyObject *now = PyObject_GetAttr(ex, config->paused);
-      if (!now)
-        return false;
-      long n = PyLong_AsLong(now);
-      Py_DECREF(now);
-      if (n == -1 && PyErr_Occurred())
-        return false;
-      PyObject *next = PyLong_FromLong(n + by);
-      bool ok = next && PyObject_SetAttr(ex, config->paused, next) == 0;
-      Py_XDECREF(next);
-      return ok;
-    }
+    bool add(long by) { return addToAttr(ex, config->paused, by); }
     PyObject *ex;
   };
 
@@ -1038,20 +1041,7 @@ private:
       Py_XDECREF(r);
       return r != nullptr;
     }
-    bool bump(long by) {
-      PyObject *inside = PyObject_GetAttr(m.rec.ptr(), config->inside);
-      if (!inside)
-        return false;
-      long now = PyLong_AsLong(inside);
-      Py_DECREF(inside);
-      if (now == -1 && PyErr_Occurred())
-        return false;
-      PyObject *next = PyLong_FromLong(now + by);
-      bool ok =
-          next && PyObject_SetAttr(m.rec.ptr(), config->inside, next) == 0;
-      Py_XDECREF(next);
-      return ok;
-    }
+    bool bump(long by) { return addToAttr(m.rec.ptr(), config->inside, by); }
     DirectMode &m;
     py::object self;
   };

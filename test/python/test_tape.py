@@ -41,21 +41,24 @@ def test_tapes_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     assert stats["replayed_iterations"] == 0 and not any(_replayed(stats))
 
 
-def test_adam_reads_and_item_are_answered_from_the_tape() -> None:
-    # torch 1.13's Adam reads its step counter (`step.item()`), which the
-    # host computes itself; the step returns `loss.item()` (a graph fetch).
-    def make() -> tuple:
-        model = mlp()
-        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+def _adam_program() -> tuple:
+    """(step, model, optimizer): torch 1.13's Adam reads its step counters
+    (`step.item()`), which the host computes itself; the step returns
+    `loss.item()` (a graph fetch)."""
+    model = mlp()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 
-        def step(x, y):
-            loss = F.cross_entropy(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss.item()
-        return step, model, opt
-    stats = compare(make, batches(8), max_fallbacks=0)
+    def step(x, y):
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item()
+    return step, model, opt
+
+
+def test_adam_reads_and_item_are_answered_from_the_tape() -> None:
+    stats = compare(_adam_program, batches(8), max_fallbacks=0)
     assert sum(_replayed(stats)) >= 4
 
 
@@ -636,23 +639,14 @@ def test_a_value_read_then_written_in_place_is_read_again() -> None:
     assert sum(_replayed(stats)) >= 4
 
 
-
 def test_no_co_executor_outlives_its_step() -> None:
     # A co-executor and its graph run (every buffer it published) must go
     # with the step: a native handler that refers back to it made a cycle
-    # the collector cannot see (36 MB a step on YOLOv3).
+    # the collector cannot see (36 MB a step on YOLOv3). Adam's reads of
+    # its step counters go through that handler.
     import gc
     from terra import coexec
-    model = mlp()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-
-    def step(x, y):
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()  # reads its step counters (.item()), answered on the host
-        return loss.item()
-    fn = terra.function(step, cache_dir=None)
+    fn = terra.function(_adam_program()[0], cache_dir=None)
     for x, y in batches(8):
         fn(x, y)
     assert terra.stats(fn)["replayed_iterations"] >= 3
