@@ -30,9 +30,15 @@ import types
 from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 import torch
-from torch._C import _len_torch_dispatch_stack, _set_torch_dispatch_mode
-from torch.utils._python_dispatch import (TorchDispatchMode, _get_current_dispatch_mode, _pop_mode,
-                                          _push_mode, _TorchDispatchStackMode)
+from torch._C import _len_torch_dispatch_stack
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode, _pop_mode, _push_mode
+
+try:  # torch 1.13: one Python handler runs the mode stack (see _DirectMode)
+    from torch._C import _set_torch_dispatch_mode
+    from torch.utils._python_dispatch import _TorchDispatchStackMode
+except ImportError:  # torch 2.x keeps the modes on a C++ stack: no handler to replace
+    _set_torch_dispatch_mode = None
+    _TorchDispatchStackMode = None
 
 from . import mlir_text, relax, sizes
 from .loops import LoopCounter
@@ -43,7 +49,7 @@ from .trace import (ArgSource, ConstSource, FeedEvent, FetchEvent, Materializati
                     StateEvent, StateSource, TensorType, Trace, ValueRef, module_text)
 
 # TERRA_DIRECT_DISPATCH=0 uses torch's own mode stack handler (_DirectMode).
-_DIRECT = os.environ.get("TERRA_DIRECT_DISPATCH", "1") != "0"
+_DIRECT = _set_torch_dispatch_mode is not None and os.environ.get("TERRA_DIRECT_DISPATCH", "1") != "0"
 
 # Ops that only make a new Python view of the same memory (or touch only
 # autograd metadata): their output keeps its input's provenance.
@@ -181,7 +187,7 @@ class _DirectMode:
             _set_torch_dispatch_mode(self)
 
 
-_STACK_MODE = _TorchDispatchStackMode()
+_STACK_MODE = _TorchDispatchStackMode() if _TorchDispatchStackMode is not None else None
 
 
 class _Recorder(TorchDispatchMode):

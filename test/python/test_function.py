@@ -900,6 +900,45 @@ print(step.phase)
     assert proc.stdout.strip() == "compiling"
 
 
+
+def test_without_torch_1_13s_mode_handler_the_replay_still_runs(tmp_path: Any) -> None:
+    """torch 2.x has no `_set_torch_dispatch_mode` (its modes live on a C++
+    stack): terra then runs without its direct handler (tracing._DirectMode
+    and the native DirectMode), with torch's own mode stack, and still
+    co-executes and replays. Simulated here by removing the 1.13 API
+    before terra is imported."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = tmp_path / "no_mode_handler.py"
+    script.write_text(f"""
+import sys
+sys.path.insert(0, {str(Path(terra.__file__).parents[1])!r})
+import torch, torch.utils._python_dispatch as pd
+del torch._C._set_torch_dispatch_mode  # (torch keeps its own reference)
+import terra
+from terra import tracing
+assert not tracing._DIRECT
+import torch.nn as nn, torch.nn.functional as F
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
+opt = torch.optim.Adam(model.parameters(), lr=0.01)
+@terra.function(cache_dir=None)
+def step(x, y):
+    loss = F.cross_entropy(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    return loss.item()
+for i in range(8):
+    step(torch.randn(8, 32), torch.randint(0, 10, (8,)))
+s = terra.stats(step)
+print(s["phase"], s["fallbacks"], s["replayed_iterations"])
+""")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    phase, fallbacks, replayed = proc.stdout.split()
+    assert phase == "coexec" and fallbacks == "0" and int(replayed) >= 3, proc.stdout
+
+
 def test_a_dispatch_mode_of_the_program_inside_the_step() -> None:
     """A TorchDispatchMode the program enters inside the step (a FLOP
     counter, a logger) stacks with terra's recorder: the step still
