@@ -81,14 +81,14 @@ struct Config {
       *torchDispatch, *forgetHostValues, *relaxed, *relaxedFeeds, *forced,
       *kind, *matKind, *answer, *key, *hostReads, *forms, *formsMatch, *infer,
       *memo, *layout, *nativeForms, *shape, *operand, *dim, *numel, *feeds,
-      *fedValues;
+      *fedValues, *strideName, *sizeName;
   // _Replayed and placeholder attributes.
   PyObject *entry, *func, *args, *kwargs, *out, *value, *result, *nodes,
       *gradFn, *terraToken, *terraWhere, *terraAddr, *terraBase, *terraReal,
       *storageOffset, *elementSize;
   // Recipe kinds.
   PyObject *kNew, *kSame, *kView, *kValue, *kT, *kV, *kL, *kR, *kF, *kCase,
-      *kLoop, *kMat, *kKnown, *kUpdatedHost;
+      *kLoop, *kMat, *kKnown, *kUpdatedHost, *kViewStrides;
 };
 
 Config *config = nullptr;
@@ -392,9 +392,86 @@ int formMatches(PyObject *form, PyObject *value,
   return equal(product.ptr(), numel.ptr()) ? 1 : 0;
 }
 
+/// replay._view_strides(x, size) == v for a tensor `x` whose strides are
+/// exactly the row-major ones of its sizes (and has elements): the view's
+/// strides are then the row-major ones of `size` with its -1 inferred
+/// (torch's computeStride and infer_size). 1 or 0; -1 for any other `x`
+/// (the Python check decides).
+int viewStridesMatch(PyObject *x, PyObject *size, PyObject *v) {
+  if (!x || !isTensor(x) || !size ||
+      !(PyList_Check(size) || PyTuple_Check(size)))
+    return -1;
+  py::object shape = shapeOf(x);
+  py::object stride = steal(PyObject_CallMethodNoArgs(x, config->strideName));
+  if (!PyTuple_Check(shape.ptr()) || !PyTuple_Check(stride.ptr()))
+    return -1;
+  Py_ssize_t rank = PyTuple_GET_SIZE(shape.ptr());
+  if (rank == 0 || PyTuple_GET_SIZE(stride.ptr()) != rank)
+    return -1;
+  long long numel = 1;
+  for (Py_ssize_t d = rank - 1; d >= 0; --d) {
+    long long n = PyLong_AsLongLong(PyTuple_GET_ITEM(shape.ptr(), d));
+    long long st = PyLong_AsLongLong(PyTuple_GET_ITEM(stride.ptr(), d));
+    if (PyErr_Occurred())
+      throw py::error_already_set();
+    if (st != numel)
+      return -1; // not row-major (size-1 dims with other strides included)
+    numel *= n;
+  }
+  if (numel <= 0)
+    return -1;
+  // infer_size: at most one -1, the others non-negative, the same count.
+  py::object sizeSeq = steal(PySequence_Fast(size, "size"));
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(sizeSeq.ptr());
+  std::vector<long long> sizes(n);
+  long long known = 1;
+  Py_ssize_t inferred = -1;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject *item = PySequence_Fast_GET_ITEM(sizeSeq.ptr(), i);
+    if (!PyLong_Check(item))
+      return -1;
+    sizes[i] = PyLong_AsLongLong(item);
+    if (PyErr_Occurred())
+      throw py::error_already_set();
+    if (sizes[i] == -1) {
+      if (inferred >= 0)
+        return 0; // (the view raises: None, which no stride list equals)
+      inferred = i;
+    } else if (sizes[i] < 0) {
+      return 0;
+    } else {
+      known *= sizes[i];
+    }
+  }
+  if (inferred >= 0) {
+    if (known == 0 || numel % known != 0)
+      return 0;
+    sizes[inferred] = numel / known;
+  } else if (known != numel) {
+    return 0;
+  }
+  // `v != [strides]`: only a list of the same ints is equal.
+  if (!PyList_CheckExact(v) || PyList_GET_SIZE(v) != n)
+    return 0;
+  long long expect = 1;
+  for (Py_ssize_t i = n - 1; i >= 0; --i) {
+    PyObject *item = PyList_GET_ITEM(v, i);
+    if (!PyLong_Check(item))
+      return -1;
+    long long got = PyLong_AsLongLong(item);
+    if (PyErr_Occurred())
+      throw py::error_already_set();
+    if (got != expect)
+      return 0;
+    expect *= sizes[i];
+  }
+  return 1;
+}
+
 /// TapeRecorder._forms_match for the forms replay._chain prepared
-/// (`Entry.native_forms`: (key, form) pairs and the op's schema arguments).
-bool formsMatch(PyObject *nativeForms, PyObject *args, PyObject *kwargs) {
+/// (`Entry.native_forms`: (key, form) pairs and the op's schema
+/// arguments): 1 or 0, or -1 when only the Python check can tell.
+int formsMatch(PyObject *nativeForms, PyObject *args, PyObject *kwargs) {
   PyObject *pairs = PyTuple_GET_ITEM(nativeForms, 0);
   PyObject *schema = PyTuple_GET_ITEM(nativeForms, 1);
   // The op's tensor operands in schema order (tracing.passed_args).
@@ -424,7 +501,7 @@ bool formsMatch(PyObject *nativeForms, PyObject *args, PyObject *kwargs) {
     if (PyLong_CheckExact(key)) {
       Py_ssize_t k = PyLong_AsSsize_t(key);
       if (k < 0 || k >= nargs)
-        return false; // (the Python check raises: the call does not fit)
+        return 0; // (the Python check raises: the call does not fit)
       value = PyTuple_GET_ITEM(args, k);
     } else {
       value = PyDict_GetItemWithError(kwargs, key);
@@ -434,10 +511,24 @@ bool formsMatch(PyObject *nativeForms, PyObject *args, PyObject *kwargs) {
         value = Py_None;
       }
     }
-    if (!formMatches(PyTuple_GET_ITEM(pair, 1), value, tensors))
-      return false;
+    PyObject *form = PyTuple_GET_ITEM(pair, 1);
+    if (is(form, config->kViewStrides)) { // _reshape_alias's strides
+      PyObject *size = nargs > 1 ? PyTuple_GET_ITEM(args, 1) : nullptr;
+      if (!size) {
+        size = PyDict_GetItemWithError(kwargs, config->sizeName);
+        if (!size && PyErr_Occurred())
+          throw py::error_already_set();
+      }
+      int r = viewStridesMatch(nargs ? PyTuple_GET_ITEM(args, 0) : nullptr,
+                               size, value);
+      if (r <= 0)
+        return r;
+      continue;
+    }
+    if (!formMatches(form, value, tensors))
+      return 0;
   }
-  return true;
+  return 1;
 }
 
 /// tape.flat_inputs.
@@ -641,9 +732,12 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
     ++counts.formChecks;
     py::object prepared = getAttr(e, config->nativeForms);
     bool fits;
-    if (prepared.ptr() != Py_None) {
-      fits = formsMatch(prepared.ptr(), args, kwargs);
-    } else { // a view's strides, sizes of values that are not operands
+    int native = prepared.ptr() != Py_None
+                     ? formsMatch(prepared.ptr(), args, kwargs)
+                     : -1;
+    if (native >= 0) {
+      fits = native == 1;
+    } else { // sizes of values that are not operands, an unusual view
       ++counts.pythonFormChecks;
       py::object check = getAttr(ex, config->formsMatch);
       fits =
@@ -1177,6 +1271,7 @@ void configure(py::dict c) {
   cfg->kMat = intern("mat");
   cfg->kKnown = intern("known");
   cfg->kUpdatedHost = intern("updated-host");
+  cfg->kViewStrides = intern("view-strides");
   cfg->forced = intern("_forced");
   cfg->kind = intern("kind");
   cfg->matKind = intern("mat_kind");
@@ -1195,6 +1290,8 @@ void configure(py::dict c) {
   cfg->numel = intern("numel");
   cfg->feeds = intern("feeds");
   cfg->fedValues = intern("fed_values");
+  cfg->strideName = intern("stride");
+  cfg->sizeName = intern("size");
   cfg->kCase = intern("case");
   cfg->kLoop = intern("loop");
   delete config; // a second configuration replaces the first
@@ -1240,6 +1337,15 @@ void terra::bindNativeReplay(py::module_ &m) {
            py::arg("orig"), py::arg("args"), py::arg("kwargs"),
            "Replays a read the tape answers with a value the host has; the "
            "miss sentinel otherwise.");
+  m.def(
+      "replay_view_strides_match",
+      [](py::handle x, py::handle size, py::handle v) {
+        if (!config)
+          throw std::runtime_error("replay_configure was not called");
+        return viewStridesMatch(x.ptr(), size.ptr(), v.ptr());
+      },
+      "The native check of _reshape_alias's strides (tests): 1, 0, or -1 "
+      "when only the Python check can tell.");
   m.def("replay_plain", &replayPlain, py::arg("ex"), py::arg("entry"),
         py::arg("func"), py::arg("args"), py::arg("kwargs"), py::arg("q"),
         "Replays plain tape entry `entry` (index `q`) for a call of `func`; "

@@ -943,10 +943,10 @@ def _chain(tape: Tape) -> None:
                             or e.outs[0][0] in ("same", "view") or e.infer)
         e.real = any(r[0] == "real" for r in e.outs)
         # Size forms the native replay checks itself: symbolic entries over
-        # the op's operands (not a view's strides, not sizes of values
-        # that are not operands), with the op's arguments in schema order.
+        # the op's operands and a view's strides (not sizes of values that
+        # are not operands), with the op's arguments in schema order.
         e.native_forms = None
-        if e.forms is not None and all(form != "view-strides" and not extra for form, extra in e.forms.values()):
+        if e.forms is not None and all(not extra for form, extra in e.forms.values()):
             e.native_forms = (tuple((k, form) for k, (form, _) in e.forms.items()), op_info(e.func).args)
         # Entries the native replay takes: results from the recipe, or from
         # the recipes memoized for the current layout of data-dependent sizes.

@@ -700,3 +700,36 @@ def test_the_native_replay_rejects_bad_calls_with_an_error() -> None:
         native.replay_plain(object(), object(), object(), [], {}, 0)  # arguments not a tuple
     with pytest.raises(AttributeError):
         native.replay_plain(object(), object(), object(), (), {}, 0)  # not an entry
+
+
+def test_the_native_view_stride_check_agrees_with_the_meta_view() -> None:
+    # _reshape_alias's strides are checked natively for row-major inputs
+    # (their view's strides are row-major too) and left to replay.
+    # _view_strides (a meta view) otherwise; where the native check
+    # decides, it must agree with it.
+    if replay.NATIVE_REPLAY is None:
+        pytest.skip("TERRA_NATIVE_REPLAY=0 turned the native replay off")
+    check = load().replay_view_strides_match
+    rng = np.random.default_rng(0)
+    decided = 0
+    for _ in range(400):
+        shape = [int(d) for d in rng.integers(1, 4, size=int(rng.integers(1, 4)))]
+        x = torch.empty(shape)
+        if rng.random() < 0.3:
+            x = x.transpose(0, -1)  # not row-major (unless it is)
+        if rng.random() < 0.1:
+            x = torch.empty_strided(shape, [7] * len(shape))
+        numel = x.numel()
+        size = [int(d) for d in rng.integers(1, 4, size=int(rng.integers(1, 4)))]
+        if rng.random() < 0.5:
+            size[int(rng.integers(0, len(size)))] = -1
+        if rng.random() < 0.5:  # a size that fits
+            size = [numel] if rng.random() < 0.5 else [1, -1, 1][: int(rng.integers(1, 4))]
+        want = replay._view_strides(x, size)
+        for v in ([] if want is None else [list(want)]) + [[1] * len(size), tuple(want or ())]:
+            got = check(x, size, v)
+            if got >= 0:
+                decided += 1
+                assert got == (v == want), (tuple(x.shape), x.stride(), size, v, want, got)
+    assert decided >= 200
+
