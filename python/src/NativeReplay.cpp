@@ -81,7 +81,8 @@ struct Config {
       *torchDispatch, *forgetHostValues, *relaxed, *relaxedFeeds, *forced,
       *kind, *matKind, *answer, *key, *hostReads, *forms, *formsMatch, *infer,
       *memo, *layout, *nativeForms, *shape, *operand, *dim, *numel, *feeds,
-      *fedValues, *strideName, *sizeName;
+      *fedValues, *strideName, *sizeName, *hostEval, *hostEvalName, *name,
+      *hostResult, *applyHostResult, *leaveFast;
   // _Replayed and placeholder attributes.
   PyObject *entry, *func, *args, *kwargs, *out, *value, *result, *nodes,
       *gradFn, *terraToken, *terraWhere, *terraAddr, *terraBase, *terraReal,
@@ -99,7 +100,7 @@ struct Counts {
   uint64_t replayed = 0, misses = 0, slowChecks = 0, realViews = 0,
            realWrites = 0, noteNodes = 0, effects = 0, pythonEffects = 0,
            relaxed = 0, reads = 0, formChecks = 0, memoHits = 0, memoMisses = 0,
-           pythonFormChecks = 0;
+           pythonFormChecks = 0, hostEvals = 0;
 } counts;
 
 PyObject *intern(const char *s) {
@@ -820,6 +821,17 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
   py::object log = getAttr(ex, config->log);
   if (PyList_Append(log.ptr(), record.ptr()) < 0)
     throw py::error_already_set();
+  // A tiny op the host also computes (Adam's step counters), so that reads
+  // of its value need no round trip: CoExecutor._host_eval.
+  bool hostEval = isTrue(getAttr(e, config->hostEval).ptr());
+  py::object host = borrow(Py_None);
+  if (hostEval) {
+    ++counts.hostEvals;
+    py::object method = getAttr(ex, config->hostEvalName);
+    host = callSuspended(
+        ex, method.ptr(),
+        {func, getAttr(e, config->name).ptr(), args, kwargs, out.ptr()});
+  }
 
   py::object written = getAttr(e, config->written);
   py::object real; // written tensors that are not placeholders
@@ -841,6 +853,11 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
     ++counts.realWrites;
     py::object method = getAttr(ex, config->forgetHostValues);
     callSuspended(ex, method.ptr(), {real.ptr()});
+  }
+  if (host.ptr() != Py_None) { // its values bound once the writes are done
+    setAttr(ex, config->hostResult, host.ptr());
+    py::object apply = getAttr(ex, config->applyHostResult);
+    callSuspended(ex, apply.ptr(), {});
   }
 
   // The feed of a relaxed scalar (tape.relaxed_value).
@@ -894,6 +911,10 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
   py::object effects = getAttr(e, config->effects);
   if (isTrue(effects.ptr()))
     emit(ex, effects.ptr());
+  if (hostEval && host.ptr() == Py_None) { // the host could not compute it
+    py::object leave = getAttr(ex, config->leaveFast);
+    callSuspended(ex, leave.ptr(), {});
+  }
   return out;
 }
 
@@ -1292,6 +1313,12 @@ void configure(py::dict c) {
   cfg->fedValues = intern("fed_values");
   cfg->strideName = intern("stride");
   cfg->sizeName = intern("size");
+  cfg->hostEval = intern("host_eval");
+  cfg->hostEvalName = intern("_host_eval");
+  cfg->name = intern("name");
+  cfg->hostResult = intern("_host_result");
+  cfg->applyHostResult = intern("_apply_host_result");
+  cfg->leaveFast = intern("_leave_fast");
   cfg->kCase = intern("case");
   cfg->kLoop = intern("loop");
   delete config; // a second configuration replaces the first
@@ -1321,6 +1348,7 @@ void terra::bindNativeReplay(py::module_ &m) {
         d["memo_hits"] = counts.memoHits;
         d["memo_misses"] = counts.memoMisses;
         d["python_form_checks"] = counts.pythonFormChecks;
+        d["host_evals"] = counts.hostEvals;
         return d;
       },
       "What replay_plain did since the process started.");

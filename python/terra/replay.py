@@ -950,7 +950,7 @@ def _chain(tape: Tape) -> None:
             e.native_forms = (tuple((k, form) for k, (form, _) in e.forms.items()), op_info(e.func).args)
         # Entries the native replay takes: results from the recipe, or from
         # the recipes memoized for the current layout of data-dependent sizes.
-        e.plain = (e.kind == "op" and not (e.host_eval or e.real or e.mask_reads)
+        e.plain = (e.kind == "op" and not (e.real or e.mask_reads)
                    and (not e.infer or (e.memo is not None and e.relaxed is None))
                    and all(r[0] in ("new", "same", "view", "value", "infer") for r in e.outs)
                    and (e.struct is None or e.struct is list or e.struct is tuple
