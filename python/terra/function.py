@@ -425,7 +425,8 @@ class TerraFunction:
         start = time.perf_counter()
         self.stats.eager_iterations += 1
         try:
-            return self.fn(*args, **kwargs)
+            with _host_threads(1):
+                return self.fn(*args, **kwargs)
         finally:
             elapsed = time.perf_counter() - start
             self.stats.host_exec_s += elapsed

@@ -821,8 +821,15 @@ def test_background_compilation_runs_the_step_eagerly_meanwhile(monkeypatch: pyt
     step_e, model_e, opt_e = make()
     torch.manual_seed(0)
     step_t, model_t, opt_t = make()
-    fn = terra.function(step_t, cache_dir=None, compile_in_background=True)
+    threads_seen = []
+
+    def step_counting_threads(x, y):
+        threads_seen.append(torch.get_num_threads())
+        return step_t(x, y)
+    fn = terra.function(step_counting_threads, cache_dir=None, compile_in_background=True)
     phases = []
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
     for i, (x, y) in enumerate(batches(12)):
         if i == 6:
             assert fn.phase == "compiling"
@@ -830,6 +837,7 @@ def test_background_compilation_runs_the_step_eagerly_meanwhile(monkeypatch: pyt
             fn.wait_compiled()
             assert fn.phase == "coexec"
         assert_same(fn(x, y), step_e(x, y), f"step {i} result")
+        assert torch.get_num_threads() == 2
         se, st = state_of(model_e, opt_e), state_of(model_t, opt_t)
         for k in se:
             assert_same(st[k], se[k], f"step {i} {k}")
@@ -837,6 +845,9 @@ def test_background_compilation_runs_the_step_eagerly_meanwhile(monkeypatch: pyt
     traced = phases.count("tracing")
     assert phases == ["tracing"] * traced + ["compiling"] * (6 - traced) + ["coexec"] * 6, phases
     assert 6 - traced >= 2, phases
+    # Eager calls while compiling leave a core to the compiler.
+    assert threads_seen[traced:6] == [1] * (6 - traced), threads_seen
+    torch.set_num_threads(before)
     stats = terra.stats(fn)
     assert stats["fallbacks"] == 0 and stats["compile_time_s"] > 0
     assert stats["eager_iterations"] == 6 - traced
