@@ -65,6 +65,24 @@ bool isTrue(PyObject *o) {
   return r != 0;
 }
 
+/// `a == b` as Python evaluates it (with the identity shortcut).
+bool equal(PyObject *a, PyObject *b) {
+  int r = PyObject_RichCompareBool(a, b, Py_EQ);
+  if (r < 0)
+    throw py::error_already_set();
+  return r == 1;
+}
+
+/// `d.get(key)` (borrowed; null when absent or `d` is not a dict).
+PyObject *dictGet(PyObject *d, PyObject *key) {
+  if (!PyDict_Check(d))
+    return nullptr;
+  PyObject *v = PyDict_GetItemWithError(d, key);
+  if (!v && PyErr_Occurred())
+    throw py::error_already_set();
+  return v;
+}
+
 /// What `replay_configure` hands over: the classes and helpers of the
 /// Python replay, and attribute names interned once.
 struct Config {
@@ -194,6 +212,12 @@ py::object callSuspended(PyObject *ex, PyObject *callable,
   return steal(r);
 }
 
+/// `idents.get(id(t))`: the identity this iteration gave a tensor.
+PyObject *identOf(PyObject *idents, PyObject *t) {
+  py::object key = steal(PyLong_FromVoidPtr(t));
+  return dictGet(idents, key.ptr());
+}
+
 /// The common checks of tape.matches / tape._match: 1 if `v` passes check
 /// `s`, 0 if not, -1 if only `tape._match` can tell (a tensor not identified
 /// yet or checked with its metadata). A plain value is
@@ -202,17 +226,10 @@ py::object callSuspended(PyObject *ex, PyObject *callable,
 int quickMatch(PyObject *idents, PyObject *v, PyObject *s, bool keyword) {
   PyObject *kind = PyTuple_GET_ITEM(s, 0);
   if (is(kind, config->kT) && PyTuple_GET_ITEM(s, 2) == Py_None) {
-    py::object key = steal(PyLong_FromVoidPtr(v));
-    PyObject *ident = PyDict_GetItemWithError(idents, key.ptr());
-    if (!ident) {
-      if (PyErr_Occurred())
-        throw py::error_already_set();
+    PyObject *ident = identOf(idents, v);
+    if (!ident)
       return -1;
-    }
-    int eq = PyObject_RichCompareBool(ident, PyTuple_GET_ITEM(s, 1), Py_EQ);
-    if (eq < 0)
-      throw py::error_already_set();
-    return eq;
+    return equal(ident, PyTuple_GET_ITEM(s, 1)) ? 1 : 0;
   }
   if (is(kind, config->kL)) {
     // ("L", type, element checks): a list or tuple of tensors.
@@ -298,12 +315,9 @@ bool matches(PyObject *ex, PyObject *spec, PyObject *args, PyObject *kwargs) {
       return false;
   for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(sk); i < n; ++i) {
     PyObject *ks = PyTuple_GET_ITEM(sk, i);
-    PyObject *v = PyDict_GetItemWithError(kwargs, PyTuple_GET_ITEM(ks, 0));
-    if (!v) {
-      if (PyErr_Occurred())
-        throw py::error_already_set();
+    PyObject *v = dictGet(kwargs, PyTuple_GET_ITEM(ks, 0));
+    if (!v)
       return false;
-    }
     if (!check(v, PyTuple_GET_ITEM(ks, 1), true))
       return false;
   }
@@ -334,12 +348,6 @@ py::object shapeOf(PyObject *t) { return getAttr(t, config->shape); }
 /// gives for `tensors`, 0 if not.
 int formMatches(PyObject *form, PyObject *value,
                 const std::vector<PyObject *> &tensors) {
-  auto equal = [](PyObject *a, PyObject *b) {
-    int r = PyObject_RichCompareBool(a, b, Py_EQ);
-    if (r < 0)
-      throw py::error_already_set();
-    return r == 1;
-  };
   // A SymDim(operand, dim) entry: whether that dim of that operand is `v`.
   auto dimIs = [&](PyObject *sym, PyObject *v) -> bool {
     Py_ssize_t operand = PyLong_AsSsize_t(getAttr(sym, config->operand).ptr());
@@ -487,12 +495,9 @@ int formsMatch(PyObject *nativeForms, PyObject *args, PyObject *kwargs) {
     if (i < nargs && !isTrue(PyTuple_GET_ITEM(info, 2))) {
       v = PyTuple_GET_ITEM(args, i);
     } else {
-      v = PyDict_GetItemWithError(kwargs, PyTuple_GET_ITEM(info, 1));
-      if (!v) {
-        if (PyErr_Occurred())
-          throw py::error_already_set();
+      v = dictGet(kwargs, PyTuple_GET_ITEM(info, 1));
+      if (!v)
         continue;
-      }
     }
     addTensors(v, /*exact=*/false, tensors); // (passed_args: isinstance)
   }
@@ -505,21 +510,14 @@ int formsMatch(PyObject *nativeForms, PyObject *args, PyObject *kwargs) {
         return 0; // (the Python check raises: the call does not fit)
       value = PyTuple_GET_ITEM(args, k);
     } else {
-      value = PyDict_GetItemWithError(kwargs, key);
-      if (!value) {
-        if (PyErr_Occurred())
-          throw py::error_already_set();
+      value = dictGet(kwargs, key);
+      if (!value)
         value = Py_None;
-      }
     }
     PyObject *form = PyTuple_GET_ITEM(pair, 1);
     if (is(form, config->kViewStrides)) { // _reshape_alias's strides
-      PyObject *size = nargs > 1 ? PyTuple_GET_ITEM(args, 1) : nullptr;
-      if (!size) {
-        size = PyDict_GetItemWithError(kwargs, config->sizeName);
-        if (!size && PyErr_Occurred())
-          throw py::error_already_set();
-      }
+      PyObject *size = nargs > 1 ? PyTuple_GET_ITEM(args, 1)
+                                 : dictGet(kwargs, config->sizeName);
       int r = viewStridesMatch(nargs ? PyTuple_GET_ITEM(args, 0) : nullptr,
                                size, value);
       if (r <= 0)
@@ -757,12 +755,8 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
     py::object memo = getAttr(e, config->memo);
     py::object layout = getAttr(ex, config->layout);
     py::object key = steal(PySequence_Tuple(layout.ptr()));
-    PyObject *recipes = PyDict_Check(memo.ptr())
-                            ? PyDict_GetItemWithError(memo.ptr(), key.ptr())
-                            : nullptr;
+    PyObject *recipes = dictGet(memo.ptr(), key.ptr());
     if (!recipes) {
-      if (PyErr_Occurred())
-        throw py::error_already_set();
       ++counts.memoMisses;
       return config->miss;
     }
@@ -934,6 +928,21 @@ bool addToAttr(PyObject *o, PyObject *name, long by) {
   return ok;
 }
 
+/// The entry the co-executor's tape expects next (`tape.entries[pos]` if
+/// `pos < tape.limit`), with `q` set to `pos`; null past the limit.
+py::object nextEntry(PyObject *ex, Py_ssize_t &q) {
+  py::object tape = getAttr(ex, config->tape);
+  q = PyLong_AsSsize_t(getAttr(ex, config->pos).ptr());
+  Py_ssize_t limit = PyLong_AsSsize_t(getAttr(tape.ptr(), config->limit).ptr());
+  if (PyErr_Occurred())
+    throw py::error_already_set();
+  py::object entries = getAttr(tape.ptr(), config->entries);
+  if (q < 0 || q >= limit || !PyList_Check(entries.ptr()) ||
+      q >= PyList_GET_SIZE(entries.ptr()))
+    return {};
+  return borrow(PyList_GET_ITEM(entries.ptr(), q));
+}
+
 /// The handler torch calls for every op while a co-executor is the only
 /// dispatch mode (tracing._DirectMode, whose Python frames cost ~1 us per
 /// op): a plain entry the tape expects next is replayed here; everything
@@ -990,44 +999,18 @@ public:
         isTrue(getAttr(ex, config->paused).ptr()) ||
         PyLong_AsLong(steal(PyObject_CallNoArgs(m.stackLen.ptr())).ptr()) != 1)
       return config->miss;
-    py::object tape = getAttr(ex, config->tape);
-    Py_ssize_t q = PyLong_AsSsize_t(getAttr(ex, config->pos).ptr());
-    Py_ssize_t limit =
-        PyLong_AsSsize_t(getAttr(tape.ptr(), config->limit).ptr());
-    if (PyErr_Occurred())
-      throw py::error_already_set();
-    py::object entries = getAttr(tape.ptr(), config->entries);
-    if (q < 0 || q >= limit || !PyList_Check(entries.ptr()) ||
-        q >= PyList_GET_SIZE(entries.ptr()))
+    Py_ssize_t q;
+    py::object entry = nextEntry(ex, q);
+    PyObject *e = entry.ptr();
+    if (!e || !is(getAttr(e, config->kind).ptr(), config->kMat) ||
+        getAttr(e, config->func).ptr() != Py_None ||
+        !equal(getAttr(e, config->matKind).ptr(), kind.ptr()))
       return config->miss;
-    PyObject *e = PyList_GET_ITEM(entries.ptr(), q);
-    py::object keepEntry = borrow(e);
-    if (!is(getAttr(e, config->kind).ptr(), config->kMat) ||
-        getAttr(e, config->func).ptr() != Py_None)
-      return config->miss;
-    int sameKind = PyObject_RichCompareBool(getAttr(e, config->matKind).ptr(),
-                                            kind.ptr(), Py_EQ);
-    if (sameKind <= 0) {
-      if (sameKind < 0)
-        throw py::error_already_set();
-      return config->miss;
-    }
     // _ident(t): an identity this iteration gave it (else Python decides).
     py::object idents = getAttr(ex, config->idents);
-    py::object key = steal(PyLong_FromVoidPtr(t));
-    PyObject *ident = PyDict_GetItemWithError(idents.ptr(), key.ptr());
-    if (!ident) {
-      if (PyErr_Occurred())
-        throw py::error_already_set();
+    PyObject *ident = identOf(idents.ptr(), t);
+    if (!ident || !equal(ident, getAttr(e, config->spec).ptr()))
       return config->miss;
-    }
-    int same =
-        PyObject_RichCompareBool(ident, getAttr(e, config->spec).ptr(), Py_EQ);
-    if (same <= 0) {
-      if (same < 0)
-        throw py::error_already_set();
-      return config->miss;
-    }
     py::object answer = getAttr(e, config->answer);
     PyObject *what =
         PyTuple_Check(answer.ptr()) && PyTuple_GET_SIZE(answer.ptr())
@@ -1045,14 +1028,9 @@ public:
       py::object keyOf = getAttr(ex, config->key);
       py::object k = callSuspended(ex, keyOf.ptr(), {t});
       py::object values = getAttr(ex, config->hostValues);
-      PyObject *v = PyDict_Check(values.ptr())
-                        ? PyDict_GetItemWithError(values.ptr(), k.ptr())
-                        : nullptr;
-      if (!v) {
-        if (PyErr_Occurred())
-          throw py::error_already_set();
+      PyObject *v = dictGet(values.ptr(), k.ptr());
+      if (!v)
         return config->miss;
-      }
       value = borrow(v);
       host = true;
     } else {
@@ -1170,20 +1148,8 @@ private:
         isTrue(getAttr(r, config->bDepth).ptr()) ||
         isTrue(getAttr(r, config->paused).ptr()))
       return {};
-    py::object pos = getAttr(r, config->pos);
-    py::object tape = getAttr(r, config->tape);
-    q = PyLong_AsSsize_t(pos.ptr());
-    Py_ssize_t limit =
-        PyLong_AsSsize_t(getAttr(tape.ptr(), config->limit).ptr());
-    if (PyErr_Occurred())
-      throw py::error_already_set();
-    if (q < 0 || q >= limit)
-      return {};
-    py::object entries = getAttr(tape.ptr(), config->entries);
-    if (!PyList_Check(entries.ptr()) || q >= PyList_GET_SIZE(entries.ptr()))
-      return {};
-    py::object e = borrow(PyList_GET_ITEM(entries.ptr(), q));
-    if (getAttr(e.ptr(), config->func).ptr() != func ||
+    py::object e = nextEntry(r, q);
+    if (!e || getAttr(e.ptr(), config->func).ptr() != func ||
         !isTrue(getAttr(e.ptr(), config->plain).ptr()))
       return {};
     py::object thread = getAttr(r, config->thread);

@@ -522,8 +522,8 @@ class CoExecutor(TapeRecorder, _Recorder):
         # An in-place foreach op (Adam's `_foreach_add_(steps, 1)`) runs as its
         # out-of-place form, which makes the new values without cloning the
         # old ones one by one.
-        fresh = targets and not info.ret_alias and _out_of_place(func, args, targets)
-        written = () if fresh else {id(t) for t in targets}
+        fresh = _out_of_place(func, args, targets) if targets and not info.ret_alias else None
+        written = () if fresh is not None else {id(t) for t in targets}
         values: dict[int, torch.Tensor] = {}
         # (An aten op's tensors are arguments or in lists one level deep:
         # flat_inputs, not pytree, which cost ~1 us per element.)
@@ -547,7 +547,7 @@ class CoExecutor(TapeRecorder, _Recorder):
                 result = (fresh or func)(*[swap(a) for a in args], **{k: swap(a) for k, a in kwargs.items()})
         except Exception:
             return None  # the graph and the replay report it
-        if fresh:
+        if fresh is not None:
             if not isinstance(result, (list, tuple)) or len(result) != len(targets):
                 return None
             return list(zip(targets, result))

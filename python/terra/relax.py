@@ -98,31 +98,28 @@ def _numbers(v: Any) -> Optional[list]:
     return None
 
 
-def ops_by_occurrence(trace: Trace) -> dict[tuple, OpEvent]:
+def _by_occurrence(trace: Trace, kind: type, key: Any) -> dict[tuple, Any]:
+    """The events of type `kind`, by `key(event) + (occurrence,)`: the
+    same event of two traces has the same key."""
     seen: dict[tuple, int] = {}
     out = {}
     for ev in trace.events:
-        if isinstance(ev, OpEvent):
-            k = (ev.site, ev.name)
+        if isinstance(ev, kind):
+            k = key(ev)
             n = seen.get(k, 0)
             seen[k] = n + 1
             out[k + (n,)] = ev
     return out
 
 
+def ops_by_occurrence(trace: Trace) -> dict[tuple, OpEvent]:
+    return _by_occurrence(trace, OpEvent, lambda ev: (ev.site, ev.name))
+
+
 def changed_feed_dims(before: Trace, after: Trace) -> set[tuple[Site, int]]:
     """(site, dim) of the fed tensors whose sizes differ between two traces
     at the same feed occurrence (dims of sizes 0 and 1 stay specialized)."""
-    def feeds(trace: Trace) -> dict[tuple, FeedEvent]:
-        seen: dict[Site, int] = {}
-        out = {}
-        for ev in trace.events:
-            if isinstance(ev, FeedEvent):
-                n = seen.get(ev.site, 0)
-                seen[ev.site] = n + 1
-                out[(ev.site, n)] = ev
-        return out
-    a, b = feeds(before), feeds(after)
+    a, b = (_by_occurrence(t, FeedEvent, lambda ev: (ev.site,)) for t in (before, after))
     found = set()
     for k, ev in b.items():
         old = a.get(k)

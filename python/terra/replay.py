@@ -583,9 +583,9 @@ class TapeRecorder:
             return tuple(outs)
         return tree_unflatten(outs, struct)
 
-    def _forget_host_values(self, ts: list) -> None:
-        """`_replay_written` for real tensors an entry wrote (the native
-        replay's helper)."""
+    def _forget_host_values(self, ts: Any) -> None:
+        """Values the host computed for these real tensors' memory are
+        stale: they were written (also the native replay's helper)."""
         for t in ts:
             self.host_values.pop(self.key(t), None)
 
@@ -593,7 +593,7 @@ class TapeRecorder:
         if isinstance(t, Placeholder):
             t._terra_real = None
         elif self.host_values:
-            self.host_values.pop(self.key(t), None)
+            self._forget_host_values((t,))
 
     def _replay_read(self, t: torch.Tensor, kind: str, call: Any) -> Any:
         """A read by a tensor method (`numpy`, `bool`, ...) from the tape."""

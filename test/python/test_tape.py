@@ -28,6 +28,13 @@ def _replayed(stats: dict) -> list[bool]:
     return [s.get("replayed", False) for s in stats["steps"] if s["phase"] == "coexec"]
 
 
+def _rows_by_score(out: torch.Tensor, x: torch.Tensor, n: int) -> torch.Tensor:
+    """The program's NumPy code of the count tests: the `n` rows of `x`
+    with the lowest first score in `out` (a fetch), as a host tensor."""
+    keep = np.argsort(out.detach().numpy()[:, 0])[:n]
+    return torch.from_numpy(np.ascontiguousarray(x.numpy()[keep]))
+
+
 def test_a_static_step_is_replayed_after_its_first_coexecuted_iteration() -> None:
     stats = compare(sgd_program(momentum=0.9), batches(8), max_fallbacks=0)
     replayed = _replayed(stats)
@@ -212,9 +219,7 @@ def test_a_host_tensor_with_a_new_count_each_step_replays() -> None:
 
         def step(x, y, i):
             out = model(x)
-            scores = out.detach().numpy()[:, 0]
-            keep = np.argsort(scores)[: 1 + i % 6]
-            rows = torch.from_numpy(np.ascontiguousarray(x.numpy()[keep]))
+            rows = _rows_by_score(out, x, 1 + i % 6)
             loss = F.cross_entropy(out, y) + model(rows).pow(2).mean()
             opt.zero_grad()
             loss.backward()
@@ -225,8 +230,6 @@ def test_a_host_tensor_with_a_new_count_each_step_replays() -> None:
     stats = compare(make, data, max_fallbacks=0)
     replayed = _replayed(stats)
     assert replayed[0] is False and all(replayed[1:]) and len(replayed) >= 6, replayed
-
-
 
 
 def test_a_fed_count_learnt_to_change_stays_dynamic_when_tracing_starts_again() -> None:
@@ -240,8 +243,7 @@ def test_a_fed_count_learnt_to_change_stays_dynamic_when_tracing_starts_again() 
 
         def step(x, y, n):
             out = model(x)
-            keep = np.argsort(out.detach().numpy()[:, 0])[:n]
-            rows = torch.from_numpy(np.ascontiguousarray(x.numpy()[keep]))
+            rows = _rows_by_score(out, x, n)
             labels = rows.new_zeros(n, dtype=torch.long)
             loss = F.cross_entropy(out, y) + F.cross_entropy(model(rows), labels)
             opt.zero_grad()
@@ -315,7 +317,6 @@ def test_the_gil_is_handed_over_faster_while_a_graph_with_host_ops_runs() -> Non
     assert seen[0] == before and seen[-1] < before
 
 
-
 def test_a_size_argument_that_breaks_its_form_is_not_replayed() -> None:
     # A reshape of rows whose count changes every step is recorded with its
     # size as a form over that count; a step that passes another size must
@@ -327,8 +328,7 @@ def test_a_size_argument_that_breaks_its_form_is_not_replayed() -> None:
 
         def step(x, y, i):
             out = model(x)
-            keep = np.argsort(out.detach().numpy()[:, 0])[: 2 + i % 2]
-            rows = torch.from_numpy(np.ascontiguousarray(x.numpy()[keep]))
+            rows = _rows_by_score(out, x, 2 + i % 2)
             m = 1 if i % 4 == 3 else rows.shape[0]  # (counts 2 and 3 recur)
             flat = model(rows).view(m, -1)
             loss = F.cross_entropy(out, y) + flat.pow(2).mean() + flat[0].sum()
@@ -610,7 +610,6 @@ def test_size_forms_are_checked_against_the_operands_dims() -> None:
     assert form_matches([-1, SymDim(0, 1)], [-1, 4], [a])
     assert not form_matches([-1, SymDim(0, 1)], [6, 4], [a])
     assert not form_matches([SymDim(2, 0)], [5], [a])  # an operand that is not there
-
 
 
 def test_a_value_read_then_written_in_place_is_read_again() -> None:
