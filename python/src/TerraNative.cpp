@@ -8,6 +8,7 @@
 // GIL, so the runner thread's host callbacks can run Python.
 //
 //===----------------------------------------------------------------------===//
+#include "HostRng.h"
 #include "LoopHook.h"
 #include "NativeReplay.h"
 #include "terra/Frontend/Session.h"
@@ -343,6 +344,7 @@ PYBIND11_MODULE(_terra_native, m) {
   m.doc() = "Terra-MLIR native runtime: compiler session, validator, runner";
   terra::bindLoopHook(m);
   terra::bindNativeReplay(m);
+  terra::bindHostRng(m);
 
   py::class_<Session>(m, "Session")
       .def(py::init<>())

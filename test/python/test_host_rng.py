@@ -1,0 +1,130 @@
+"""The native Bernoulli kernel (python/src/HostRng.cpp) against PyTorch's
+own `bernoulli_`: the same samples and the same generator state after, bit
+for bit; and dropout under co-execution drawing through it."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import terra
+from terra import native
+
+from coexec_helpers import batches, compare, sgd_program
+
+NATIVE = native.load()
+
+
+def native_bernoulli(out: torch.Tensor, p: float) -> torch.Tensor:
+    state = torch.get_rng_state()
+    NATIVE.rng_bernoulli(state.data_ptr(), state.numel(), out.data_ptr(), out.numel(),
+                         str(out.dtype).split(".")[1], p)
+    torch.set_rng_state(state)
+    return out
+
+
+def at_offset(seed: int, words: int) -> None:
+    """Seeds the default generator, then draws `words` 32-bit numbers (a
+    float32 `rand` draws one per element), so the next draw starts anywhere
+    in the MT19937 block, a fresh seed's state included (words = 0)."""
+    torch.manual_seed(seed)
+    torch.rand(words)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("words", [0, 1, 311, 623, 624, 1000])
+def test_samples_and_state_equal_torch(dtype: torch.dtype, words: int) -> None:
+    # Sizes below, at and across MT19937's 624-word blocks (two words per
+    # sample); p at both ends, at binary fractions and at ones that round.
+    for numel in (1, 2, 311, 312, 313, 624, 2049, 16384):
+        for p in (0.0, 1.0, 0.5, 0.9, 0.1, 1 / 3, 1 - 2 ** -53, 2 ** -60):
+            at_offset(7, words)
+            expected = torch.empty(numel, dtype=dtype).bernoulli_(p)
+            expected_state = torch.get_rng_state()
+            at_offset(7, words)
+            got = native_bernoulli(torch.full((numel,), -1.0, dtype=dtype), p)
+            assert torch.equal(got, expected), (numel, p)
+            assert torch.equal(torch.get_rng_state(), expected_state), (numel, p)
+
+
+def test_consecutive_draws_continue_the_stream() -> None:
+    # Two native draws, then torch's own: all as three torch draws.
+    at_offset(3, 5)
+    a, b = torch.empty(700).bernoulli_(0.3), torch.empty(33, 9).bernoulli_(0.7)
+    c = torch.rand(50)
+    at_offset(3, 5)
+    a2, b2 = native_bernoulli(torch.empty(700), 0.3), native_bernoulli(torch.empty(33, 9), 0.7)
+    c2 = torch.rand(50)
+    assert torch.equal(a, a2) and torch.equal(b, b2) and torch.equal(c, c2)
+
+
+def test_bad_inputs_are_refused_with_their_reason() -> None:
+    state, out = torch.get_rng_state(), torch.empty(4)
+    with pytest.raises(ValueError, match="5056 bytes was expected, not 100"):
+        NATIVE.rng_bernoulli(state.data_ptr(), 100, out.data_ptr(), 4, "float32", 0.5)
+    for p in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="p must be in"):
+            NATIVE.rng_bernoulli(state.data_ptr(), state.numel(), out.data_ptr(), 4, "float32", p)
+    with pytest.raises(ValueError, match="not float16"):
+        NATIVE.rng_bernoulli(state.data_ptr(), state.numel(), out.data_ptr(), 4, "float16", 0.5)
+    # `left` (bytes 8-11) past ATen's limit: no read past the state.
+    bad = state.clone()
+    bad[8:12] = torch.tensor([0xff, 0xff, 0, 0], dtype=torch.uint8)
+    with pytest.raises(ValueError, match="not a valid MT19937 state"):
+        NATIVE.rng_bernoulli(bad.data_ptr(), bad.numel(), out.data_ptr(), 4, "float32", 0.5)
+    assert torch.equal(torch.get_rng_state(), state)  # nothing changed
+
+
+def test_coexecuted_dropout_draws_natively_and_leaves_eagers_generator_state(monkeypatch) -> None:
+    # Dropout at two rates and a draw the kernel leaves to torch (`randn`'s
+    # noise), over steps that are not reseeded between them: the masks
+    # and the generator's state after every step must be eager's exactly,
+    # and the co-executed steps must have drawn through the kernel.
+    calls = []
+    kernel = NATIVE.rng_bernoulli
+
+    def counted(*args):
+        calls.append(args[3])
+        return kernel(*args)
+    monkeypatch.setattr(NATIVE, "rng_bernoulli", counted)
+
+    def loss(model, x, y):
+        h = F.dropout(model[0](x), 0.25)
+        h = model[1](h) + torch.randn(h.shape) * 0.01
+        return F.cross_entropy(model[2](F.dropout(h, 0.5)), y)
+    make = sgd_program(loss=loss, model_fn=lambda: nn.Sequential(
+        nn.Linear(6, 40), nn.Tanh(), nn.Linear(40, 3)))
+    torch.manual_seed(0)
+    step_e, model_e, _ = make()
+    torch.manual_seed(0)
+    step_t, model_t, _ = make()
+    fn = terra.function(step_t, cache_dir=None)
+    states_e, states_t, losses_e, losses_t = [], [], [], []
+    data = batches(9)
+    torch.manual_seed(11)
+    for x, y in data:
+        losses_e.append(step_e(x, y).item())
+        states_e.append(torch.get_rng_state())
+    torch.manual_seed(11)
+    for x, y in data:
+        losses_t.append(fn(x, y).item())
+        states_t.append(torch.get_rng_state())
+    for i, (a, b) in enumerate(zip(states_e, states_t)):
+        assert torch.equal(a, b), f"generator state differs after step {i}"
+    torch.testing.assert_close(losses_t, losses_e, rtol=1e-5, atol=1e-6)
+    for pe, pt in zip(model_e.parameters(), model_t.parameters()):
+        torch.testing.assert_close(pt, pe, rtol=1e-5, atol=1e-6)
+    stats = terra.stats(fn)
+    assert stats["fallbacks"] == 0 and stats["coexec_iterations"] >= 4, stats
+    # Two masks of 8 x 40 samples per co-executed step.
+    assert calls == [320, 320] * stats["coexec_iterations"]
+
+
+def test_dropout_still_matches_eager_under_compare() -> None:
+    # compare() checks losses, parameters and state after every step.
+    make = sgd_program(loss=lambda m, x, y: F.cross_entropy(m(x), y), momentum=0.9,
+                       model_fn=lambda: nn.Sequential(nn.Linear(6, 16), nn.Dropout(0.4), nn.Tanh(),
+                                                      nn.Dropout(0.1), nn.Linear(16, 3)))
+    stats = compare(make, batches(8), max_fallbacks=0)
+    assert stats["coexec_iterations"] >= 4
