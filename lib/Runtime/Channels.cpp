@@ -6,6 +6,53 @@
 using namespace terra::rt;
 using Clock = std::chrono::steady_clock;
 
+namespace {
+/// Channels::setSpin's value, in nanoseconds.
+std::atomic<int64_t> spinNanos{1000000};
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+} // namespace
+
+void Channels::setSpin(std::chrono::nanoseconds spin) {
+  spinNanos.store(std::max<int64_t>(0, spin.count()));
+}
+
+std::chrono::nanoseconds Channels::spin() {
+  return std::chrono::nanoseconds(spinNanos.load());
+}
+
+template <typename Ready>
+bool Channels::spinUntil(std::unique_lock<std::mutex> &lock, Ready ready) {
+  int64_t nanos = spinNanos.load(std::memory_order_relaxed);
+  if (nanos <= 0)
+    return false;
+  Clock::time_point deadline = Clock::now() + std::chrono::nanoseconds(nanos);
+  uint64_t seen = events.load(std::memory_order_acquire);
+  lock.unlock();
+  for (unsigned n = 0;; ++n) {
+    uint64_t now = events.load(std::memory_order_acquire);
+    if (now != seen) {
+      lock.lock();
+      if (ready())
+        return true;
+      seen = now;
+      lock.unlock();
+    }
+    // The clock is read every 64 polls (~1 us).
+    if ((n & 63) == 63 && Clock::now() >= deadline)
+      break;
+    cpuRelax();
+  }
+  lock.lock();
+  return ready();
+}
+
 template <typename T>
 void Channels::send(std::map<int64_t, std::deque<T>> &queues, int64_t point,
                     T value) {
@@ -13,6 +60,7 @@ void Channels::send(std::map<int64_t, std::deque<T>> &queues, int64_t point,
   {
     std::lock_guard<std::mutex> lock(mu);
     queues[point].push_back(std::move(value));
+    events.fetch_add(1, std::memory_order_release);
     awaited = std::find(graphWaits.begin(), graphWaits.end(),
                         std::make_pair(static_cast<const void *>(&queues),
                                        point)) != graphWaits.end();
@@ -42,13 +90,21 @@ bool Channels::receive(std::map<int64_t, std::deque<T>> &queues, int64_t point,
   auto ready = [&] { return cancelled || hostDone || queued(); };
   if (!ready()) {
     Clock::time_point start = Clock::now();
-    auto waiting = std::make_pair(static_cast<const void *>(&queues), point);
-    graphWaits.push_back(waiting);
+    // Waiting as far as waitGraphIdle is concerned, but not registered in
+    // graphWaits while spinning: a send then wakes no one.
+    ++graphSpinners;
     graphWaiting = true;
     hostCv.notify_all(); // a host in waitGraphIdle may go on
-    graphCv.wait(lock, ready);
-    graphWaits.erase(std::find(graphWaits.begin(), graphWaits.end(), waiting));
-    graphWaiting = !graphWaits.empty();
+    bool got = spinUntil(lock, ready);
+    --graphSpinners;
+    if (!got) {
+      auto waiting = std::make_pair(static_cast<const void *>(&queues), point);
+      graphWaits.push_back(waiting);
+      graphCv.wait(lock, ready);
+      graphWaits.erase(
+          std::find(graphWaits.begin(), graphWaits.end(), waiting));
+    }
+    graphWaiting = !graphWaits.empty() || graphSpinners > 0;
     graphStall += Clock::now() - start;
   }
   if (cancelled || !queued())
@@ -73,8 +129,9 @@ void Channels::publishFetch(int64_t point, Tensor value) {
   {
     std::lock_guard<std::mutex> lock(mu);
     fetches[point].push_back(std::move(value));
+    events.fetch_add(1, std::memory_order_release);
   }
-  hostCv.notify_all();
+  hostCv.notify_all(); // no system call when the host spins or runs
 }
 
 bool Channels::waitFetch(int64_t point, uint64_t instance, Tensor &out) {
@@ -89,7 +146,8 @@ bool Channels::waitFetch(int64_t point, uint64_t instance, Tensor &out) {
   };
   if (!ready()) {
     Clock::time_point start = Clock::now();
-    hostCv.wait(lock, ready);
+    if (!spinUntil(lock, ready))
+      hostCv.wait(lock, ready);
     hostStall += Clock::now() - start;
   }
   auto it = fetches.find(point);
@@ -110,6 +168,7 @@ void Channels::raise(bool &flag) {
   {
     std::lock_guard<std::mutex> lock(mu);
     flag = true;
+    events.fetch_add(1, std::memory_order_release);
   }
   graphCv.notify_all();
   hostCv.notify_all();

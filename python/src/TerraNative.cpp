@@ -340,6 +340,19 @@ PYBIND11_MODULE(_terra_native, m) {
       },
       "Threads the graphs' library calls (GEMM) may use.");
   m.def("graph_threads", [] { return openblas_get_num_threads(); });
+  m.def(
+      "set_wait_spin_us",
+      [](double us) {
+        if (!(us >= 0))
+          throw py::value_error("the wait spin must be >= 0 microseconds");
+        terra::rt::Channels::setSpin(std::chrono::nanoseconds(
+            static_cast<int64_t>(us * 1000.0)));
+      },
+      "How long host and graph waits spin before they block (Channels::"
+      "setSpin).");
+  m.def("wait_spin_us", [] {
+    return static_cast<double>(terra::rt::Channels::spin().count()) / 1000.0;
+  });
 
   m.doc() = "Terra-MLIR native runtime: compiler session, validator, runner";
   terra::bindLoopHook(m);

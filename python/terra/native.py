@@ -36,6 +36,9 @@ def load() -> ModuleType:
             sys.modules["_terra_native"] = module
             _module = module
             module.set_graph_threads(graph_threads())
+            spin = wait_spin_us()
+            if spin is not None:
+                module.set_wait_spin_us(spin)
             return module
     raise NativeModuleMissing(f"the native module _terra_native is not built in {folder}; run "
                               f"`bash scripts/build.sh` (or set TERRA_BUILD_DIR to a build that has it)")
@@ -58,3 +61,18 @@ def graph_threads() -> int:
         return n
     import torch  # noqa: PLC0415 - only the front end needs it
     return max(1, torch.get_num_threads() - 1)
+
+
+def wait_spin_us() -> float | None:
+    """TERRA_WAIT_SPIN_US: how long host and graph waits spin before they
+    block (the runtime's default when unset; 0 blocks at once)."""
+    value = os.environ.get("TERRA_WAIT_SPIN_US")
+    if not value:
+        return None
+    try:
+        us = float(value)
+    except ValueError:
+        raise ValueError(f"TERRA_WAIT_SPIN_US must be a number of microseconds >= 0, not {value!r}") from None
+    if not us >= 0:
+        raise ValueError(f"TERRA_WAIT_SPIN_US must be a number of microseconds >= 0, not {value!r}")
+    return us

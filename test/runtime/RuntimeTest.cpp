@@ -201,6 +201,89 @@ TEST(Channels, CloseReleasesHostWaitingForMissingFetch) {
   host.join();
 }
 
+// Waits spin before they block (Channels::setSpin). These set a spin far
+// longer than the tests take, so each wait below is still spinning when
+// the value or flag it waits for arrives: a wait that only noticed it once
+// blocked would take the whole spin (10 s) to return.
+class SpinningChannels : public ::testing::Test {
+protected:
+  void SetUp() override {
+    saved = Channels::spin();
+    Channels::setSpin(std::chrono::seconds(10));
+  }
+  void TearDown() override { Channels::setSpin(saved); }
+  static double secondsSince(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t)
+        .count();
+  }
+  std::chrono::nanoseconds saved{0};
+};
+
+TEST_F(SpinningChannels, WaitsTakeValuesSentWhileTheySpin) {
+  Channels ch;
+  auto start = std::chrono::steady_clock::now();
+  std::thread graph([&] {
+    uint32_t index = 0;
+    ASSERT_TRUE(ch.receiveCase(9, index));
+    EXPECT_EQ(index, 2u);
+    ch.publishFetch(4, scalarF32(7));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ch.sendCase(8, 1); // another point first: the graph spins on
+  ch.sendCase(9, 2);
+  Tensor t;
+  ASSERT_TRUE(ch.waitFetch(4, 1, t)); // the host spins for the fetch
+  EXPECT_EQ(at(t, 0), 7);
+  graph.join();
+  EXPECT_LT(secondsSince(start), 5.0);
+  EXPECT_GT(ch.graphStallSeconds(), 0.0);
+}
+
+TEST_F(SpinningChannels, CancelAndFinishEndSpinningWaits) {
+  Channels ch;
+  auto start = std::chrono::steady_clock::now();
+  std::thread graph([&] {
+    Tensor t;
+    EXPECT_FALSE(ch.receiveFeed(1, t)); // never sent: finishHost ends it
+  });
+  std::thread host([&] {
+    Tensor t;
+    EXPECT_FALSE(ch.waitFetch(2, 1, t)); // never published: cancel ends it
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ch.finishHost();
+  graph.join();
+  ch.cancel();
+  host.join();
+  EXPECT_LT(secondsSince(start), 5.0);
+}
+
+TEST_F(SpinningChannels, WaitGraphIdleSeesASpinningGraph) {
+  Channels ch;
+  auto start = std::chrono::steady_clock::now();
+  std::thread graph([&] {
+    Tensor t;
+    EXPECT_TRUE(ch.receiveFeed(1, t));
+  });
+  ch.waitGraphIdle(); // the graph waits (spinning): serialized mode feeds
+  ch.sendFeed(1, scalarF32(1));
+  graph.join();
+  EXPECT_LT(secondsSince(start), 5.0);
+}
+
+TEST_F(SpinningChannels, AWaitPastItsSpinBlocksAndIsWoken) {
+  Channels::setSpin(std::chrono::microseconds(100));
+  Channels ch;
+  std::thread graph([&] {
+    uint32_t index = 0;
+    ASSERT_TRUE(ch.receiveCase(3, index));
+    EXPECT_EQ(index, 5u);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50)); // blocked now
+  ch.sendCase(3, 5);
+  graph.join();
+}
+
 //===----------------------------------------------------------------------===//
 // Compiled graphs
 //===----------------------------------------------------------------------===//
