@@ -2,6 +2,7 @@
 #include "terra/Runtime/Channels.h"
 
 #include <algorithm>
+#include <thread>
 
 using namespace terra::rt;
 using Clock = std::chrono::steady_clock;
@@ -32,7 +33,9 @@ bool Channels::spinUntil(std::unique_lock<std::mutex> &lock, Ready ready) {
   int64_t nanos = spinNanos.load(std::memory_order_relaxed);
   if (nanos <= 0)
     return false;
-  Clock::time_point deadline = Clock::now() + std::chrono::nanoseconds(nanos);
+  Clock::time_point start = Clock::now();
+  Clock::time_point deadline = start + std::chrono::nanoseconds(nanos);
+  Clock::time_point politeAfter = start + std::chrono::microseconds(50);
   uint64_t seen = events.load(std::memory_order_acquire);
   lock.unlock();
   for (unsigned n = 0;; ++n) {
@@ -44,9 +47,16 @@ bool Channels::spinUntil(std::unique_lock<std::mutex> &lock, Ready ready) {
       seen = now;
       lock.unlock();
     }
-    // The clock is read every 64 polls (~1 us).
-    if ((n & 63) == 63 && Clock::now() >= deadline)
-      break;
+    // The clock is read every 64 polls (~1 us). Past the first 50 us the
+    // spinner also yields then: a thread that shares its core (more
+    // threads than cores) runs instead of waiting out the spin.
+    if ((n & 63) == 63) {
+      Clock::time_point now = Clock::now();
+      if (now >= deadline)
+        break;
+      if (now >= politeAfter)
+        std::this_thread::yield();
+    }
     cpuRelax();
   }
   lock.lock();
