@@ -276,6 +276,10 @@ class CoExecutor(TapeRecorder, _Recorder):
         self.host_reads = 0
         now = self.initial_tensors
         states = [tensor_spec(compiled.state_value(name, now)) for name in compiled.state_names]
+        # State name -> the spec its tensor crossed with: a replayed
+        # iteration changes no real tensor's metadata (its ops run in the
+        # graph), so the commit reuses them (TapeRecorder._commit_direct).
+        self.state_specs: dict[str, tuple] = dict(zip(compiled.state_names, states))
         self.run = compiled.graph.new_run(states, compiled.host_executor)
         if not serialized:
             self.run.start()

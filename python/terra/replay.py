@@ -836,13 +836,19 @@ class TapeRecorder:
         if a value was never published (then nothing was written)."""
         direct, items, late = [], [], []
         plain = (torch.Tensor, torch.nn.Parameter)
+        specs = self.state_specs
         for c in commits:
             cur = by_name[c[0]].get()
             if cur is None or type(cur) not in plain or not cur.is_cpu:
                 late.append(c)
             else:
                 direct.append((c, cur))
-                items.append((c[1], c[2], tensor_spec(cur)))
+                # The spec it crossed with at the start when it is the same
+                # tensor on the same memory (`p.data = x` bypasses dispatch).
+                spec = specs.get(c[0])
+                if spec is None or spec[4] is not cur or spec[0] != cur.data_ptr():
+                    spec = tensor_spec(cur)
+                items.append((c[1], c[2], spec))
         if not direct:
             return late
         copied = self.run.fetch_into(items)

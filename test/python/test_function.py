@@ -692,6 +692,52 @@ def test_state_is_usable_between_iterations(tmp_path: Any) -> None:
 
 
 
+def test_parameter_memory_rebound_between_iterations() -> None:
+    """`p.data = new` between committed iterations gives a parameter new
+    memory (same object, same shape): the next iteration's graph reads the
+    new memory and its commit writes there, as eager's updates do; an
+    optimizer state tensor replaced in place (load_state_dict-style copy)
+    is read as is."""
+    torch.manual_seed(0)
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    @terra.function
+    def step(x, y):
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    torch.manual_seed(0)
+    ref = mlp()
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    g = torch.Generator().manual_seed(9)
+    for i, (x, y) in enumerate(batches(9)):
+        if i >= 4:  # co-executed from here on
+            fresh = torch.randn(model[0].weight.shape, generator=g)
+            model[0].weight.data = fresh.clone()
+            ref[0].weight.data = fresh.clone()
+            buf = torch.randn(model[2].weight.shape, generator=g)
+            opt.state[model[2].weight]["momentum_buffer"].copy_(buf)
+            ref_opt.state[ref[2].weight]["momentum_buffer"].copy_(buf)
+            old = model[0].weight.data_ptr()
+        loss_t = step(x, y)
+        loss_e = F.cross_entropy(ref(x), y)
+        ref_opt.zero_grad()
+        loss_e.backward()
+        ref_opt.step()
+        torch.testing.assert_close(loss_t, loss_e, **TOL)
+        if i >= 4:
+            assert model[0].weight.data_ptr() == old  # committed into the new memory
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, **TOL)
+            torch.testing.assert_close(p.grad, q.grad, **TOL)
+    stats = terra.stats(step)
+    assert stats["coexec_iterations"] >= 4 and stats["fallbacks"] == 0, stats
+
+
 def test_paths_that_grow_rare_keep_regenerating_past_the_cap() -> None:
     # SDPoint-style: one of four paths each step, new ones met more and
     # more rarely. Four regenerations with max_regenerations=2, but at most
