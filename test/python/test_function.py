@@ -8,6 +8,7 @@ states (the patterns that defeat AutoGraph and torch.compile, spec 9)."""
 from __future__ import annotations
 
 import importlib
+import re
 import statistics
 import warnings
 from pathlib import Path
@@ -249,6 +250,31 @@ def _optimizer_program(kind: str, schedule: bool = False, **options: Any) -> Cal
 
 def _op_names(fn: Any) -> set[str]:
     return {ev.name for t in fn.traces for ev in t.ops}
+
+
+def test_dynamic_dim_probe_of_an_op_with_a_device_argument_stays_on_meta(tmp_path: Any, monkeypatch) -> None:
+    # `new_zeros(sizes, device=...)` (index's backward makes one) sized by a
+    # mask count: the probe that carries the count's dynamic dim must not
+    # build a real tensor of sentinel sizes. With a sentinel no real tensor
+    # can have, a real allocation fails and the dim would be lost.
+    from terra import tracing
+    monkeypatch.setattr(tracing, "_SENTINEL", 10 ** 12)
+
+    def loss(model, x, y):
+        scores = model(x)
+        keep = y > 0  # a count that changes between traces
+        rows = scores[keep]
+        pad = rows.new_zeros((rows.shape[0], 5), device=x.device)
+        return F.cross_entropy(rows, y[keep]) + torch.cat([rows, pad], 1).sum() * 0.0
+    torch.manual_seed(0)
+    step, _, _ = sgd_program(loss=loss)()
+    fn = terra.function(step, cache_dir=None)
+    for x, y in batches(4):
+        fn(x, y)
+    traces = Path(terra.explain(fn, str(tmp_path))["traces.mlir"]).read_text()
+    # The padding (the only ?x5 value) is dynamic in every trace.
+    assert "tensor<?x5xf32>" in traces and "tensor<?x8xf32>" in traces
+    assert not re.search(r"tensor<\d+x5xf32>", traces), "a trace lost the count's dim"
 
 
 def test_adam_step_counter_is_read_on_the_host_without_waiting_for_the_graph() -> None:
