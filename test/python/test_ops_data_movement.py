@@ -352,6 +352,25 @@ def test_index_put_every_dim_indexed(accumulate):
     check_expected("aten.index_put", [x, i, j, s], {"accumulate": accumulate}, expected)
 
 
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put_rows(accumulate):
+    # Fewer index tensors than dims: whole rows, as the gradient of a
+    # gather x[idx] puts them (repeats and a negative index included).
+    x = torch.randn(5, 3, 2)
+    i = torch.tensor([0, 3, -1, 0, 2, 3])
+    v = torch.randn(6, 3, 2)
+    expected = torch.ops.aten.index_put(x, [i], v, accumulate)
+    check_expected("aten.index_put", [x, i, v], {"accumulate": accumulate}, expected, dynamic=[1, 2])
+    one = torch.randn(1, 3, 2)  # one row for every index
+    expected = torch.ops.aten.index_put(x, [i], one, accumulate)
+    check_expected("aten.index_put", [x, i, one], {"accumulate": accumulate}, expected, dynamic=[1])
+    # Two leading dims indexed, rows over the last one.
+    j = torch.tensor([2, 0, 1, 2, 0, 2])
+    w = torch.randn(6, 2)
+    expected = torch.ops.aten.index_put(x, [i, j], w, accumulate)
+    check_expected("aten.index_put", [x, i, j, w], {"accumulate": accumulate}, expected)
+
+
 @pytest.mark.parametrize("mask_dims", [1, 2, 3])
 def test_index_with_a_boolean_mask(mask_dims):
     x = torch.randn(3, 4, 2)

@@ -1386,11 +1386,107 @@ LogicalResult lowerIndexTensor(DLOp op, ValueRange o, PatternRewriter &rw) {
   return success();
 }
 
+/// aten.index_put(self, indices, values, accumulate) with 1-D integer index
+/// tensors for the leading k < rank dims of self: whole rows (slices over
+/// the other dims) written, or added, in index order; values are [n or 1,
+/// the other dims of self]. This is the gradient of a gather `x[idx]`
+/// (index's backward: `new_zeros(x.shape).index_put_([idx], grad,
+/// accumulate=True)`, Faster R-CNN's RoI features and box deltas).
+LogicalResult lowerIndexPutRows(DLOp op, Value self, ValueRange idx,
+                                Value values, bool accumulate,
+                                PatternRewriter &rw) {
+  Location loc = op.getLoc();
+  RankedTensorType st = tensorType(self), vt = tensorType(values);
+  Type et = st.getElementType();
+  int64_t r = st.getRank(), k = idx.size(), m = r - k;
+  if (vt.getRank() != 1 + m)
+    return failure();
+  for (int64_t j = 0; j < m; ++j)
+    if (!ShapedType::isDynamic(vt.getDimSize(1 + j)) &&
+        !ShapedType::isDynamic(st.getDimSize(k + j)) &&
+        vt.getDimSize(1 + j) != st.getDimSize(k + j))
+      return failure();
+  Value zero = cstIndex(rw, loc, 0), one = cstIndex(rw, loc, 1);
+  Value n = tensor::DimOp::create(rw, loc, idx[0], 0);
+  for (Value i : idx.drop_front())
+    assertEqual(rw, loc, tensor::DimOp::create(rw, loc, i, 0), n,
+                "index_put: index tensors of different lengths");
+  Value vn = tensor::DimOp::create(rw, loc, values, 0);
+  cf::AssertOp::create(
+      rw, loc,
+      arith::OrIOp::create(
+          rw, loc,
+          arith::CmpIOp::create(rw, loc, arith::CmpIPredicate::eq, vn, n),
+          arith::CmpIOp::create(rw, loc, arith::CmpIPredicate::eq, vn, one)),
+      "index_put: values do not match the indices");
+  SmallVector<OpFoldResult> selfSizes = getSizes(rw, loc, self);
+  SmallVector<OpFoldResult> valueSizes = getSizes(rw, loc, values);
+  for (int64_t j = 0; j < m; ++j)
+    guardEqual(rw, loc, valueSizes[1 + j], selfSizes[k + j],
+               "index_put: values do not match the indexed rows");
+  SmallVector<Value> sizes;
+  for (int64_t d = 0; d < k; ++d)
+    sizes.push_back(indexValue(rw, loc, selfSizes[d]));
+  // A row of self (and of values, cast to it: the guards above hold).
+  auto rowType = RankedTensorType::get(st.getShape().drop_front(k), et);
+  auto valueRowType = RankedTensorType::get(vt.getShape().drop_front(), et);
+  Value copy =
+      linalg::CopyOp::create(rw, loc, self, emptyLike(rw, loc, st, self))
+          .getResult(0);
+  auto loop = scf::ForOp::create(
+      rw, loc, zero, n, one, ValueRange{copy},
+      [&](OpBuilder &b, Location l, Value iv, ValueRange iter) {
+        SmallVector<OpFoldResult> offsets, rowSizes;
+        for (auto [d, i] : llvm::enumerate(idx)) {
+          offsets.push_back(wrapPosition(
+              b, l, toIndex(b, l, tensor::ExtractOp::create(b, l, i, iv)),
+              sizes[d], "index_put: index out of range"));
+          rowSizes.push_back(b.getIndexAttr(1));
+        }
+        SmallVector<OpFoldResult> valueOffsets{Value(arith::SelectOp::create(
+            b, l,
+            arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, vn, one),
+            zero, iv))};
+        SmallVector<OpFoldResult> valueRowSizes{b.getIndexAttr(1)};
+        for (int64_t j = 0; j < m; ++j) {
+          offsets.push_back(b.getIndexAttr(0));
+          rowSizes.push_back(selfSizes[k + j]);
+          valueOffsets.push_back(b.getIndexAttr(0));
+          valueRowSizes.push_back(valueSizes[1 + j]);
+        }
+        SmallVector<OpFoldResult> strides(r, b.getIndexAttr(1));
+        SmallVector<OpFoldResult> valueStrides(m + 1, b.getIndexAttr(1));
+        Value row = castTo(b, l,
+                           tensor::ExtractSliceOp::create(
+                               b, l, valueRowType, values, valueOffsets,
+                               valueRowSizes, valueStrides),
+                           rowType);
+        if (accumulate) {
+          Value old = tensor::ExtractSliceOp::create(
+              b, l, rowType, iter[0], offsets, rowSizes, strides);
+          row = buildElementwise(
+              b, l, rowType, {old, row},
+              [&](OpBuilder &bb, Location ll, ValueRange a) -> Value {
+                if (isFloat(et))
+                  return arith::AddFOp::create(bb, ll, a[0], a[1]);
+                return arith::AddIOp::create(bb, ll, a[0], a[1]);
+              });
+        }
+        scf::YieldOp::create(
+            b, l,
+            Value(tensor::InsertSliceOp::create(b, l, row, iter[0], offsets,
+                                                rowSizes, strides)));
+      });
+  rw.replaceOp(op, loop.getResult(0));
+  return success();
+}
+
 /// aten.index_put(self, indices, values, accumulate) with one 1-D integer
 /// index tensor per dim of self (every dim indexed) and values of 0 or 1
 /// dims: a copy of self written (or, accumulating, added to) element by
 /// element in index order, so a repeated position gets the last value, as
-/// aten's CPU kernel gives it.
+/// aten's CPU kernel gives it. Fewer index tensors than dims: rows
+/// (lowerIndexPutRows).
 LogicalResult lowerIndexPut(DLOp op, ValueRange o, PatternRewriter &rw) {
   Location loc = op.getLoc();
   if (o.size() < 3)
@@ -1401,14 +1497,18 @@ LogicalResult lowerIndexPut(DLOp op, ValueRange o, PatternRewriter &rw) {
   ValueRange idx = o.drop_front().drop_back();
   RankedTensorType st = tensorType(self), vt = tensorType(values);
   Type et = st.getElementType();
-  if (int64_t(idx.size()) != st.getRank() || vt.getRank() > 1 ||
-      vt.getElementType() != et || resultType(op) != st)
+  if (int64_t(idx.size()) > st.getRank() || vt.getElementType() != et ||
+      resultType(op) != st)
     return failure();
   for (Value i : idx)
     if (!isPositionIndex(i) || tensorType(i).getRank() != 1)
       return failure();
   bool accumulate = getBoolArg(op, "accumulate").value_or(false);
   if (accumulate && et.isInteger(1))
+    return failure();
+  if (int64_t(idx.size()) < st.getRank())
+    return lowerIndexPutRows(op, self, idx, values, accumulate, rw);
+  if (vt.getRank() > 1)
     return failure();
   Value zero = cstIndex(rw, loc, 0), one = cstIndex(rw, loc, 1);
   Value n = tensor::DimOp::create(rw, loc, idx[0], 0);

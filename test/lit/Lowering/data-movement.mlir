@@ -404,3 +404,28 @@ terra.graph @constant_pad_nd {
   terra.fetch 0 %r : tensor<2x5x8xf32>
   terra.fetch 1 %c : tensor<2x3x3xf32>
 }
+
+// -----
+
+// index_put with fewer index tensors than dims (a gather's gradient:
+// new_zeros + index_put_ of rows, accumulating): an scf.for over the
+// indices that extracts each row of values, adds the destination row to it
+// and inserts it back (repeated positions accumulate in index order).
+// CHECK-LABEL: terra.graph @index_put_rows
+// CHECK:         cf.assert {{.*}} "index_put: values do not match the indices"
+// CHECK:         linalg.copy
+// CHECK:         scf.for
+// CHECK:           cf.assert {{.*}} "index_put: index out of range"
+// CHECK:           tensor.extract_slice {{.*}} : tensor<?x3x2xf32> to tensor<3x2xf32>
+// CHECK:           tensor.extract_slice {{.*}} : tensor<4x3x2xf32> to tensor<3x2xf32>
+// CHECK:           linalg.generic
+// CHECK:             arith.addf
+// CHECK:           tensor.insert_slice {{.*}} into tensor<4x3x2xf32>
+// CHECK-NOT:     terra.op
+terra.graph @index_put_rows {
+  %x = terra.feed 1 : tensor<4x3x2xf32>
+  %i = terra.feed 2 : tensor<?xi64>
+  %v = terra.feed 3 : tensor<?x3x2xf32>
+  %p = terra.op "aten.index_put"(%x, %i, %v) args {accumulate = true} : (tensor<4x3x2xf32>, tensor<?xi64>, tensor<?x3x2xf32>) -> tensor<4x3x2xf32>
+  terra.fetch 0 %p : tensor<4x3x2xf32>
+}
