@@ -683,30 +683,33 @@ def _line_of_lookup() -> int:
     return first + next(i for i, line in enumerate(src) if "model(idx)" in line)
 
 
+def _momentum_twins() -> tuple:
+    """An MLP with SGD + momentum twice from one seed: (model, opt, its
+    @terra.function step) and (ref, ref_opt, its eager step)."""
+    def build() -> tuple:
+        torch.manual_seed(0)
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, y):
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return model, opt, step
+    model, opt, step = build()
+    ref, ref_opt, ref_step = build()
+    return (model, opt, terra.function(step)), (ref, ref_opt, ref_step)
+
+
 def test_state_is_usable_between_iterations(tmp_path: Any) -> None:
     """state_dict / torch.save, p.grad and param_groups work after every
     committed iteration."""
-    torch.manual_seed(0)
-    model = mlp()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-
-    @terra.function
-    def step(x, y):
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
-
-    torch.manual_seed(0)
-    ref = mlp()
-    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    (model, opt, step), (ref, ref_opt, ref_step) = _momentum_twins()
     for i, (x, y) in enumerate(batches(7)):
         step(x, y)
-        loss = F.cross_entropy(ref(x), y)
-        ref_opt.zero_grad()
-        loss.backward()
-        ref_opt.step()
+        ref_step(x, y)
         torch.save(model.state_dict(), tmp_path / "m.pt")
         loaded = torch.load(tmp_path / "m.pt")
         for k, v in ref.state_dict().items():
@@ -724,21 +727,7 @@ def test_parameter_memory_rebound_between_iterations() -> None:
     new memory and its commit writes there, as eager's updates do; an
     optimizer state tensor replaced in place (load_state_dict-style copy)
     is read as is."""
-    torch.manual_seed(0)
-    model = mlp()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-
-    @terra.function
-    def step(x, y):
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
-
-    torch.manual_seed(0)
-    ref = mlp()
-    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    (model, opt, step), (ref, ref_opt, ref_step) = _momentum_twins()
     g = torch.Generator().manual_seed(9)
     for i, (x, y) in enumerate(batches(9)):
         if i >= 4:  # co-executed from here on
@@ -749,11 +738,7 @@ def test_parameter_memory_rebound_between_iterations() -> None:
             opt.state[model[2].weight]["momentum_buffer"].copy_(buf)
             ref_opt.state[ref[2].weight]["momentum_buffer"].copy_(buf)
             old = model[0].weight.data_ptr()
-        loss_t = step(x, y)
-        loss_e = F.cross_entropy(ref(x), y)
-        ref_opt.zero_grad()
-        loss_e.backward()
-        ref_opt.step()
+        loss_t, loss_e = step(x, y), ref_step(x, y)
         torch.testing.assert_close(loss_t, loss_e, **TOL)
         if i >= 4:
             assert model[0].weight.data_ptr() == old  # committed into the new memory

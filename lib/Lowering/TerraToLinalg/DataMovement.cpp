@@ -1386,6 +1386,28 @@ LogicalResult lowerIndexTensor(DLOp op, ValueRange o, PatternRewriter &rw) {
   return success();
 }
 
+/// index_put's index count n, asserting that every index tensor has it.
+Value indexPutCount(OpBuilder &b, Location loc, ValueRange idx) {
+  Value n = tensor::DimOp::create(b, loc, idx[0], 0);
+  for (Value i : idx.drop_front())
+    assertEqual(b, loc, tensor::DimOp::create(b, loc, i, 0), n,
+                "index_put: index tensors of different lengths");
+  return n;
+}
+
+/// The leading size of index_put's values, asserted to be n or 1 (one
+/// value for every index).
+Value indexPutValueCount(OpBuilder &b, Location loc, Value values, Value n) {
+  Value vn = tensor::DimOp::create(b, loc, values, 0);
+  Value ok = arith::OrIOp::create(
+      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, vn, n),
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, vn,
+                            cstIndex(b, loc, 1)));
+  cf::AssertOp::create(b, loc, ok,
+                       "index_put: values do not match the indices");
+  return vn;
+}
+
 /// aten.index_put(self, indices, values, accumulate) with 1-D integer index
 /// tensors for the leading k < rank dims of self: whole rows (slices over
 /// the other dims) written, or added, in index order; values are [n or 1,
@@ -1406,19 +1428,9 @@ LogicalResult lowerIndexPutRows(DLOp op, Value self, ValueRange idx,
         !ShapedType::isDynamic(st.getDimSize(k + j)) &&
         vt.getDimSize(1 + j) != st.getDimSize(k + j))
       return failure();
+  Value n = indexPutCount(rw, loc, idx);
+  Value vn = indexPutValueCount(rw, loc, values, n);
   Value zero = cstIndex(rw, loc, 0), one = cstIndex(rw, loc, 1);
-  Value n = tensor::DimOp::create(rw, loc, idx[0], 0);
-  for (Value i : idx.drop_front())
-    assertEqual(rw, loc, tensor::DimOp::create(rw, loc, i, 0), n,
-                "index_put: index tensors of different lengths");
-  Value vn = tensor::DimOp::create(rw, loc, values, 0);
-  cf::AssertOp::create(
-      rw, loc,
-      arith::OrIOp::create(
-          rw, loc,
-          arith::CmpIOp::create(rw, loc, arith::CmpIPredicate::eq, vn, n),
-          arith::CmpIOp::create(rw, loc, arith::CmpIPredicate::eq, vn, one)),
-      "index_put: values do not match the indices");
   SmallVector<OpFoldResult> selfSizes = getSizes(rw, loc, self);
   SmallVector<OpFoldResult> valueSizes = getSizes(rw, loc, values);
   for (int64_t j = 0; j < m; ++j)
@@ -1511,20 +1523,9 @@ LogicalResult lowerIndexPut(DLOp op, ValueRange o, PatternRewriter &rw) {
   if (vt.getRank() > 1)
     return failure();
   Value zero = cstIndex(rw, loc, 0), one = cstIndex(rw, loc, 1);
-  Value n = tensor::DimOp::create(rw, loc, idx[0], 0);
-  for (Value i : idx.drop_front())
-    assertEqual(rw, loc, tensor::DimOp::create(rw, loc, i, 0), n,
-                "index_put: index tensors of different lengths");
-  Value vn;
-  if (vt.getRank() == 1) {
-    vn = tensor::DimOp::create(rw, loc, values, 0);
-    Value ok = arith::OrIOp::create(
-        rw, loc,
-        arith::CmpIOp::create(rw, loc, arith::CmpIPredicate::eq, vn, n),
-        arith::CmpIOp::create(rw, loc, arith::CmpIPredicate::eq, vn, one));
-    cf::AssertOp::create(rw, loc, ok,
-                         "index_put: values do not match the indices");
-  }
+  Value n = indexPutCount(rw, loc, idx);
+  Value vn =
+      vt.getRank() == 1 ? indexPutValueCount(rw, loc, values, n) : Value();
   SmallVector<Value> sizes;
   for (int64_t d = 0; d < st.getRank(); ++d)
     sizes.push_back(tensor::DimOp::create(rw, loc, self, d));
