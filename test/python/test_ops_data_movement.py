@@ -371,6 +371,18 @@ def test_index_put_rows(accumulate):
     check_expected("aten.index_put", [x, i, j, w], {"accumulate": accumulate}, expected)
 
 
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("hw", [(4, 4), (3, 5), (1, 6)])
+def test_affine_grid_generator(align_corners, hw):
+    # Faster R-CNN's RoI grids: N follows theta (a dynamic count), H and W
+    # fix the base grid (odd sizes and a size of 1 included).
+    theta = torch.randn(7, 2, 3)
+    size = [7, 5, *hw]
+    expected = torch.ops.aten.affine_grid_generator(theta, size, align_corners)
+    check_expected("aten.affine_grid_generator", [theta], {"size": size, "align_corners": align_corners},
+                   expected, dynamic=[0])
+
+
 @pytest.mark.parametrize("mask_dims", [1, 2, 3])
 def test_index_with_a_boolean_mask(mask_dims):
     x = torch.randn(3, 4, 2)

@@ -1823,6 +1823,89 @@ LogicalResult lowerEmbeddingDenseBackward(DLOp op, ValueRange o,
   return success();
 }
 
+/// One point of aten's `linspace_from_neg_one(steps, align_corners)` (the
+/// affine grid's base coordinates), computed as aten does in `et`:
+/// linspace(-1, 1, steps) from whichever end is nearer, then, without
+/// align_corners, scaled by (steps - 1) / steps.
+Value linspaceFromNegOne(OpBuilder &b, Location l, Value i, int64_t steps,
+                         bool alignCorners, Type et) {
+  if (steps <= 1)
+    return scalarConstant(b, l, et, 0.0);
+  auto toFloat = [&](Value v) -> Value {
+    return arith::SIToFPOp::create(
+        b, l, et, arith::IndexCastOp::create(b, l, b.getI64Type(), v));
+  };
+  Value step = arith::DivFOp::create(b, l, scalarConstant(b, l, et, 2.0),
+                                     scalarConstant(b, l, et, double(steps - 1)));
+  Value fromStart = arith::AddFOp::create(
+      b, l, scalarConstant(b, l, et, -1.0),
+      arith::MulFOp::create(b, l, step, toFloat(i)));
+  Value back = arith::SubIOp::create(b, l, cstIndex(b, l, steps - 1), i);
+  Value fromEnd =
+      arith::SubFOp::create(b, l, scalarConstant(b, l, et, 1.0),
+                            arith::MulFOp::create(b, l, step, toFloat(back)));
+  Value firstHalf = arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, i,
+                                          cstIndex(b, l, steps / 2));
+  Value v = arith::SelectOp::create(b, l, firstHalf, fromStart, fromEnd);
+  if (alignCorners)
+    return v;
+  v = arith::MulFOp::create(b, l, v,
+                            scalarConstant(b, l, et, double(steps - 1)));
+  return arith::DivFOp::create(b, l, v,
+                               scalarConstant(b, l, et, double(steps)));
+}
+
+/// aten.affine_grid_generator(theta [N, 2, 3], size [N, C, H, W],
+/// align_corners) -> [N, H, W, 2]: aten multiplies the base grid (x(w),
+/// y(h), 1) by theta^T; one linalg.generic computes each point's
+/// theta[n, k, 0] * x(w) + theta[n, k, 1] * y(h) + theta[n, k, 2]. H and W
+/// must be static (they fix the base grid); N follows theta (Faster
+/// R-CNN's RoI count).
+LogicalResult lowerAffineGrid(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.empty())
+    return failure();
+  Location loc = op.getLoc();
+  Value theta = o[0];
+  RankedTensorType tt = tensorType(theta), rt = resultType(op);
+  Type et = rt.getElementType();
+  if (!isa<Float32Type, Float64Type>(et) || tt.getElementType() != et ||
+      tt.getRank() != 3 || rt.getRank() != 4 || tt.getDimSize(1) != 2 ||
+      tt.getDimSize(2) != 3 || rt.getDimSize(3) != 2 ||
+      ShapedType::isDynamic(rt.getDimSize(1)) ||
+      ShapedType::isDynamic(rt.getDimSize(2)))
+    return failure();
+  bool alignCorners = getBoolArg(op, "align_corners").value_or(false);
+  int64_t h = rt.getDimSize(1), w = rt.getDimSize(2);
+  Value n = tensor::DimOp::create(rw, loc, theta, 0);
+  RankedTensorType outType =
+      rt.clone(SmallVector<int64_t>{ShapedType::kDynamic, h, w, 2});
+  Value init = emptyWithSizes(rw, loc, outType, ValueRange{n});
+  AffineMap id = rw.getMultiDimIdentityMap(4);
+  auto g = linalg::GenericOp::create(
+      rw, loc, outType, ValueRange{}, ValueRange{init},
+      SmallVector<AffineMap>{id},
+      SmallVector<utils::IteratorType>(4, utils::IteratorType::parallel),
+      [&](OpBuilder &b, Location l, ValueRange) {
+        Value ni = linalg::IndexOp::create(b, l, 0);
+        Value hi = linalg::IndexOp::create(b, l, 1);
+        Value wi = linalg::IndexOp::create(b, l, 2);
+        Value ki = linalg::IndexOp::create(b, l, 3);
+        Value x = linspaceFromNegOne(b, l, wi, w, alignCorners, et);
+        Value y = linspaceFromNegOne(b, l, hi, h, alignCorners, et);
+        auto coef = [&](int64_t j) -> Value {
+          return tensor::ExtractOp::create(
+              b, l, theta, ValueRange{ni, ki, cstIndex(b, l, j)});
+        };
+        Value v = arith::MulFOp::create(b, l, x, coef(0));
+        v = arith::AddFOp::create(b, l, v,
+                                  arith::MulFOp::create(b, l, y, coef(1)));
+        v = arith::AddFOp::create(b, l, v, coef(2));
+        linalg::YieldOp::create(b, l, v);
+      });
+  rw.replaceOp(op, castTo(rw, loc, g.getResult(0), rt));
+  return success();
+}
+
 } // namespace
 
 void terra::populateDataMovementLowerings(LoweringRegistry &r) {
@@ -1852,6 +1935,7 @@ void terra::populateDataMovementLowerings(LoweringRegistry &r) {
   for (StringRef n : {"aten.index_put", "aten.index_put_"})
     r.add(n, rollBackOnFailure<lowerIndexPut>);
   r.add("aten.gather", rollBackOnFailure<lowerGather>);
+  r.add("aten.affine_grid_generator", rollBackOnFailure<lowerAffineGrid>);
   r.add("aten.embedding", rollBackOnFailure<lowerEmbedding>);
   r.add("aten.embedding_dense_backward",
         rollBackOnFailure<lowerEmbeddingDenseBackward>);

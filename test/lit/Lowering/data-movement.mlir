@@ -429,3 +429,23 @@ terra.graph @index_put_rows {
   %p = terra.op "aten.index_put"(%x, %i, %v) args {accumulate = true} : (tensor<4x3x2xf32>, tensor<?xi64>, tensor<?x3x2xf32>) -> tensor<4x3x2xf32>
   terra.fetch 0 %p : tensor<4x3x2xf32>
 }
+
+// -----
+
+// affine_grid_generator: one generic over [N, H, W, 2] that computes the
+// base grid's coordinates from the loop indices (linspace from the nearer
+// end, scaled without align_corners) and combines them with theta's row;
+// N follows theta.
+// CHECK-LABEL: terra.graph @affine_grid
+// CHECK:         tensor.dim %{{.*}}, %c0{{.*}} : tensor<?x2x3xf32>
+// CHECK:         linalg.generic
+// CHECK:           linalg.index 2
+// CHECK:           arith.select
+// CHECK:           tensor.extract {{.*}} : tensor<?x2x3xf32>
+// CHECK:         } -> tensor<?x4x5x2xf32>
+// CHECK-NOT:     terra.op
+terra.graph @affine_grid {
+  %t = terra.feed 1 : tensor<?x2x3xf32>
+  %g = terra.op "aten.affine_grid_generator"(%t, %t) args {align_corners = false, size = [#terra.dim<1, 0>, 8 : i64, 4 : i64, 5 : i64], terra.shape_operands = 1 : i64} : (tensor<?x2x3xf32>, tensor<?x2x3xf32>) -> tensor<?x4x5x2xf32>
+  terra.fetch 0 %g : tensor<?x4x5x2xf32>
+}
