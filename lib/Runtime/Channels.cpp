@@ -39,22 +39,22 @@ bool Channels::spinUntil(std::unique_lock<std::mutex> &lock, Ready ready) {
   uint64_t seen = events.load(std::memory_order_acquire);
   lock.unlock();
   for (unsigned n = 0;; ++n) {
-    uint64_t now = events.load(std::memory_order_acquire);
-    if (now != seen) {
+    uint64_t current = events.load(std::memory_order_acquire);
+    if (current != seen) {
       lock.lock();
       if (ready())
         return true;
-      seen = now;
+      seen = current;
       lock.unlock();
     }
     // The clock is read every 64 polls (~1 us). Past the first 50 us the
     // spinner also yields then: a thread that shares its core (more
     // threads than cores) runs instead of waiting out the spin.
     if ((n & 63) == 63) {
-      Clock::time_point now = Clock::now();
-      if (now >= deadline)
+      Clock::time_point t = Clock::now();
+      if (t >= deadline)
         break;
-      if (now >= politeAfter)
+      if (t >= politeAfter)
         std::this_thread::yield();
     }
     cpuRelax();

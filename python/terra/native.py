@@ -72,7 +72,7 @@ def wait_spin_us() -> float | None:
     try:
         us = float(value)
     except ValueError:
-        raise ValueError(f"TERRA_WAIT_SPIN_US must be a number of microseconds >= 0, not {value!r}") from None
-    if not us >= 0:
+        us = float("nan")
+    if not us >= 0:  # also NaN and words
         raise ValueError(f"TERRA_WAIT_SPIN_US must be a number of microseconds >= 0, not {value!r}")
     return us

@@ -724,16 +724,20 @@ class _Recorder(TorchDispatchMode):
                 return type(x)(perturb(v) for v in x)
             return x
         forms = {a: op_args[a] for a in sizes.SIZE_ARGS.get(name, ()) if a in op_args}
-        pos, kw = list(args), dict(kwargs)
-        for i, aname, kwarg_only, _, _ in op_info(func).args:
+
+        def probe_arg(aname: str, x: Any) -> Any:
             # A device argument goes to meta too: `new_zeros(sizes, device=
             # cpu)` (index's backward) would otherwise fill a real tensor of
             # sentinel sizes (215 ms per probe in Faster R-CNN).
+            if aname == "device" and x is not None:
+                return _META
+            return perturb(x, forms.get(aname))
+        pos, kw = list(args), dict(kwargs)
+        for i, aname, kwarg_only, _, _ in op_info(func).args:
             if i < len(pos) and not kwarg_only:
-                pos[i] = _META if aname == "device" and pos[i] is not None else perturb(pos[i], forms.get(aname))
+                pos[i] = probe_arg(aname, pos[i])
             elif aname in kw:
-                kw[aname] = _META if aname == "device" and kw[aname] is not None \
-                    else perturb(kw[aname], forms.get(aname))
+                kw[aname] = probe_arg(aname, kw[aname])
         from .coexec import infer_meta  # noqa: PLC0415 - coexec builds on this module
         try:
             with self.pause():

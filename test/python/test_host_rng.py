@@ -9,7 +9,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import terra
-from terra import native
+from terra import coexec, native
 
 from coexec_helpers import batches, compare, sgd_program
 
@@ -17,10 +17,8 @@ NATIVE = native.load()
 
 
 def native_bernoulli(out: torch.Tensor, p: float) -> torch.Tensor:
-    state = torch.get_rng_state()
-    NATIVE.rng_bernoulli(state.data_ptr(), state.numel(), out.data_ptr(), out.numel(),
-                         str(out.dtype).split(".")[1], p)
-    torch.set_rng_state(state)
+    """`out.bernoulli_(p)` through the co-executor's native path."""
+    assert coexec._draw_bernoulli("aten.bernoulli_.float", (out, p), {})
     return out
 
 
