@@ -47,6 +47,7 @@ void populateOptimizerLowerings(LoweringRegistry &registry);
 void populateRandomLowerings(LoweringRegistry &registry);
 void populateConvolutionLowerings(LoweringRegistry &registry);
 void populatePoolingLowerings(LoweringRegistry &registry);
+void populateGridSampleLowerings(LoweringRegistry &registry);
 
 } // namespace terra
 

@@ -45,27 +45,6 @@ RankedTensorType tensorType(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
 
-/// A bool list arg (`output_mask`); absent means all true.
-std::optional<SmallVector<bool>> boolListArg(DLOp op, StringRef name,
-                                             size_t n) {
-  Attribute a = op.getArgsAttr() ? op.getArgsAttr().get(name) : nullptr;
-  if (!a)
-    return SmallVector<bool>(n, true);
-  auto arr = dyn_cast<ArrayAttr>(a);
-  if (!arr || arr.size() != n)
-    return std::nullopt;
-  SmallVector<bool> out;
-  for (Attribute e : arr) {
-    if (auto bl = dyn_cast<BoolAttr>(e))
-      out.push_back(bl.getValue());
-    else if (auto i = dyn_cast<IntegerAttr>(e))
-      out.push_back(!i.getValue().isZero());
-    else
-      return std::nullopt;
-  }
-  return out;
-}
-
 /// Which of a backward op's gradients are results: with 3 results, all;
 /// otherwise those set in output_mask. Returns, for each gradient, its
 /// result index or -1.

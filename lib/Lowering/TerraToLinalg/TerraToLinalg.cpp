@@ -32,6 +32,7 @@ const LoweringRegistry &terra::getLoweringRegistry() {
     populateRandomLowerings(r);
     populateConvolutionLowerings(r);
     populatePoolingLowerings(r);
+    populateGridSampleLowerings(r);
     return r;
   }();
   return registry;

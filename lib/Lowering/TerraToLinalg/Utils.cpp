@@ -39,6 +39,26 @@ std::optional<bool> getBoolArg(DLOp op, StringRef name) {
   return std::nullopt;
 }
 
+std::optional<SmallVector<bool>> boolListArg(DLOp op, StringRef name,
+                                             size_t n) {
+  Attribute a = getArg(op, name);
+  if (!a)
+    return SmallVector<bool>(n, true);
+  auto arr = dyn_cast<ArrayAttr>(a);
+  if (!arr || arr.size() != n)
+    return std::nullopt;
+  SmallVector<bool> out;
+  for (Attribute e : arr) {
+    if (auto bl = dyn_cast<BoolAttr>(e))
+      out.push_back(bl.getValue());
+    else if (auto i = dyn_cast<IntegerAttr>(e))
+      out.push_back(!i.getValue().isZero());
+    else
+      return std::nullopt;
+  }
+  return out;
+}
+
 std::optional<SmallVector<int64_t>> getIntListArg(DLOp op, StringRef name) {
   std::optional<SmallVector<SizeArg>> sizes = getSizeListArg(op, name);
   if (!sizes ||

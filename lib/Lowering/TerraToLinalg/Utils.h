@@ -36,6 +36,11 @@ using mlir::ValueRange;
 std::optional<int64_t> getIntArg(DLOp op, llvm::StringRef name);
 std::optional<double> getFloatArg(DLOp op, llvm::StringRef name);
 std::optional<bool> getBoolArg(DLOp op, llvm::StringRef name);
+/// A bool list arg of `n` entries (`output_mask`); absent means all true,
+/// nullopt when malformed.
+std::optional<llvm::SmallVector<bool>> boolListArg(DLOp op,
+                                                   llvm::StringRef name,
+                                                   size_t n);
 /// An int list arg; a single int is a one-element list. nullopt when absent
 /// or when an entry is symbolic (see getSizeListArg).
 std::optional<llvm::SmallVector<int64_t>> getIntListArg(DLOp op,
