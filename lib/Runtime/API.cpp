@@ -158,7 +158,7 @@ void fetchImpl(RunState *run, int64_t id, DType dtype,
     // reused while a fetched tensor holds it.
     std::shared_ptr<void> &owner = run->published[d->allocated];
     if (!owner)
-      owner = std::shared_ptr<void>(d->allocated, std::free);
+      owner = std::shared_ptr<void>(d->allocated, hostFree);
     t.owner = owner;
     if (run->verifyFetches)
       run->fetchChecks.push_back({id, t, hashElements(t)});
@@ -309,18 +309,18 @@ void terra_rt_check(bool ok, int64_t message) {
   unwind(current);
 }
 
-/// Buffer allocation for compiled graphs (use-generic-functions): every
-/// buffer of a run is tracked so a cancelled run can release them all.
+/// Buffer allocation for compiled graphs (use-generic-functions), from the
+/// caching host allocator (HostAllocator.h): every buffer of a run is
+/// tracked so a cancelled run can release them all.
 void *_mlir_memref_to_llvm_alloc(size_t size) {
-  void *p = std::malloc(size ? size : 1);
+  void *p = hostAlloc(size);
   if (current)
     current->buffers.insert(p);
   return p;
 }
 
 void *_mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t size) {
-  size = (size + alignment - 1) / alignment * alignment;
-  void *p = std::aligned_alloc(alignment, size ? size : alignment);
+  void *p = hostAlloc(size, alignment);
   if (current)
     current->buffers.insert(p);
   return p;
@@ -333,7 +333,7 @@ void _mlir_memref_to_llvm_free(void *p) {
     return;
   auto it = current->published.find(p);
   if (it == current->published.end()) {
-    std::free(p);
+    hostFree(p);
     return;
   }
   // Published by a fetch: the fetched tensors keep it alive.

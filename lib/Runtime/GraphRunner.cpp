@@ -36,7 +36,7 @@ void CompiledGraph::invoke(RunState &run) const {
     detail::verifyPublished(run, nullptr);
   for (void *p : run.buffers)
     if (!run.published.count(p))
-      std::free(p);
+      hostFree(p);
   run.buffers.clear();
   run.published.clear();
   run.fetchChecks.clear();

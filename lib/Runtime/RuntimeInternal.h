@@ -3,6 +3,7 @@
 #define TERRA_LIB_RUNTIME_RUNTIMEINTERNAL_H
 
 #include "terra/Runtime/GraphRunner.h"
+#include "terra/Runtime/HostAllocator.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"

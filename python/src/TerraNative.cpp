@@ -13,6 +13,7 @@
 #include "NativeReplay.h"
 #include "terra/Frontend/Session.h"
 #include "terra/Runtime/GraphRunner.h"
+#include "terra/Runtime/HostAllocator.h"
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -353,6 +354,27 @@ PYBIND11_MODULE(_terra_native, m) {
   m.def("wait_spin_us", [] {
     return static_cast<double>(terra::rt::Channels::spin().count()) / 1000.0;
   });
+
+  m.def(
+      "set_host_cache_mb",
+      [](double mb) {
+        if (!(mb >= 0))
+          throw py::value_error("the host buffer cache limit must be >= 0 MiB");
+        terra::rt::setHostCacheLimit(static_cast<size_t>(mb * 1048576.0));
+      },
+      "The most MiB of freed graph buffers the caching host allocator keeps "
+      "(HostAllocator.h); 0 caches nothing.");
+  m.def("host_cache_stats", [] {
+    terra::rt::HostCacheStats s = terra::rt::hostCacheStats();
+    py::dict d;
+    d["cached_bytes"] = s.cachedBytes;
+    d["limit_bytes"] = s.limitBytes;
+    d["hits"] = s.hits;
+    d["misses"] = s.misses;
+    return d;
+  });
+  m.def("host_cache_release", &terra::rt::hostCacheRelease,
+        "Gives every cached graph buffer back to the system.");
 
   m.doc() = "Terra-MLIR native runtime: compiler session, validator, runner";
   terra::bindLoopHook(m);

@@ -39,6 +39,9 @@ def load() -> ModuleType:
             spin = wait_spin_us()
             if spin is not None:
                 module.set_wait_spin_us(spin)
+            cache = host_cache_mb()
+            if cache is not None:
+                module.set_host_cache_mb(cache)
             return module
     raise NativeModuleMissing(f"the native module _terra_native is not built in {folder}; run "
                               f"`bash scripts/build.sh` (or set TERRA_BUILD_DIR to a build that has it)")
@@ -66,13 +69,25 @@ def graph_threads() -> int:
 def wait_spin_us() -> float | None:
     """TERRA_WAIT_SPIN_US: how long host and graph waits spin before they
     block (the runtime's default when unset; 0 blocks at once)."""
-    value = os.environ.get("TERRA_WAIT_SPIN_US")
+    return _nonnegative_env("TERRA_WAIT_SPIN_US", "microseconds")
+
+
+def host_cache_mb() -> float | None:
+    """TERRA_HOST_CACHE_MB: how many MiB of freed graph buffers the caching
+    host allocator keeps for reuse (the runtime's default, 4096, when
+    unset; 0 gives every buffer back to the system at once)."""
+    return _nonnegative_env("TERRA_HOST_CACHE_MB", "MiB")
+
+
+def _nonnegative_env(name: str, unit: str) -> float | None:
+    """Environment variable `name` as a number >= 0, or None when unset."""
+    value = os.environ.get(name)
     if not value:
         return None
     try:
-        us = float(value)
+        number = float(value)
     except ValueError:
-        us = float("nan")
-    if not us >= 0:  # also NaN and words
-        raise ValueError(f"TERRA_WAIT_SPIN_US must be a number of microseconds >= 0, not {value!r}")
-    return us
+        number = float("nan")
+    if not number >= 0:  # also NaN and words
+        raise ValueError(f"{name} must be a number of {unit} >= 0, not {value!r}")
+    return number
