@@ -277,6 +277,31 @@ def test_dynamic_dim_probe_of_an_op_with_a_device_argument_stays_on_meta(tmp_pat
     assert not re.search(r"tensor<\d+x5xf32>", traces), "a trace lost the count's dim"
 
 
+@pytest.mark.parametrize("op,make", [
+    # No meta kernel: the dispatcher's error names the `.grad_input` overload.
+    ("smooth_l1_loss_backward", lambda n: (torch.randn(()), torch.randn(n, 4), torch.randn(n, 4), 1, 0.1)),
+    # A backend-only kernel (convolution_backward_overrideable) on meta.
+    ("convolution_backward", lambda n: (torch.randn(n, 6, 8, 8), torch.randn(n, 3, 8, 8),
+                                        torch.randn(6, 3, 1, 1), [6], [1, 1], [0, 0], [1, 1],
+                                        False, [0, 0], 1, [True, True, True])),
+])
+def test_an_op_without_a_meta_kernel_goes_straight_to_its_rule(op, make, monkeypatch) -> None:
+    # A count that changes every step (Faster R-CNN's matched boxes) gives
+    # each step a new shape: retrying the missing meta kernel cost ~3.5 ms
+    # per new shape (the dispatcher's error lists every backend).
+    from terra import coexec
+    func = getattr(torch.ops.aten, op).default
+    monkeypatch.setattr(coexec, "_RULE_ONLY", {})
+    for n in (3, 5):
+        args = make(n)
+        expected = func(*args)
+        got = coexec.infer_meta(func, args, {})
+        for e, g in zip(expected if isinstance(expected, tuple) else [expected],
+                        got if isinstance(got, tuple) else [got]):
+            assert g.device.type == "meta" and g.shape == e.shape and g.dtype == e.dtype
+        assert func in coexec._RULE_ONLY
+
+
 def test_adam_step_counter_is_read_on_the_host_without_waiting_for_the_graph() -> None:
     """Adam's `step` counters are tiny values the host knows (state plus
     one): the host computes them itself, so the per-parameter `step.item()`
