@@ -17,7 +17,10 @@
 #include "mlir/Target/LLVMIR/Export.h"
 
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/ExecutionEngine/JITLink/JITLink.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/ExecutionEngine/Orc/ObjectLinkingLayer.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/TargetParser/Host.h"
@@ -31,6 +34,9 @@
 #include <cstdlib>
 #include <thread>
 #include <cstring>
+#include <fstream>
+#include <mutex>
+#include <unistd.h>
 
 // Built with ThreadSanitizer (the `tsan` preset): JIT-compiled graphs are
 // instrumented too, see instrumentForThreadSanitizer.
@@ -109,6 +115,50 @@ static llvm::orc::SymbolMap symbolMap(llvm::orc::MangleAndInterner &mangle) {
 #endif
   return map;
 }
+
+/// With TERRA_PERF_MAP set, every function the JIT links is appended to
+/// /tmp/perf-<pid>.map, where `perf report` finds the names of JIT-compiled
+/// code (otherwise bare addresses): the outlined loop nests of a graph
+/// (merged_loopN) show up by name in a profile of a co-executed step.
+namespace {
+class PerfMapPlugin : public llvm::orc::ObjectLinkingLayer::Plugin {
+public:
+  void modifyPassConfig(llvm::orc::MaterializationResponsibility &,
+                        llvm::jitlink::LinkGraph &,
+                        llvm::jitlink::PassConfiguration &config) override {
+    config.PostFixupPasses.push_back([](llvm::jitlink::LinkGraph &g) {
+      std::string lines;
+      for (llvm::jitlink::Symbol *sym : g.defined_symbols()) {
+        llvm::orc::MemProt prot = sym->getBlock().getSection().getMemProt();
+        if (!sym->hasName() || !sym->getSize() ||
+            (prot & llvm::orc::MemProt::Exec) == llvm::orc::MemProt::None)
+          continue;
+        lines +=
+            llvm::formatv("{0:x-} {1:x-} {2}\n", sym->getAddress().getValue(),
+                          sym->getSize(), *sym->getName())
+                .str();
+      }
+      static std::mutex mu;
+      std::lock_guard<std::mutex> lock(mu);
+      std::ofstream(llvm::formatv("/tmp/perf-{0}.map", ::getpid()).str(),
+                    std::ios::app)
+          << lines;
+      return llvm::Error::success();
+    });
+  }
+  llvm::Error
+  notifyFailed(llvm::orc::MaterializationResponsibility &) override {
+    return llvm::Error::success();
+  }
+  llvm::Error notifyRemovingResources(llvm::orc::JITDylib &,
+                                      llvm::orc::ResourceKey) override {
+    return llvm::Error::success();
+  }
+  void notifyTransferringResources(llvm::orc::JITDylib &,
+                                   llvm::orc::ResourceKey,
+                                   llvm::orc::ResourceKey) override {}
+};
+} // namespace
 
 /// Threads that compile a graph: TERRA_COMPILE_THREADS, or one per core
 /// (at most 8).
@@ -217,6 +267,10 @@ std::unique_ptr<CompiledGraph> CompiledGraph::compile(ModuleOp module,
     auto jit = llvm::orc::LLJITBuilder().create();
     if (!jit)
       return jit.takeError();
+    if (std::getenv("TERRA_PERF_MAP"))
+      if (auto *layer = llvm::dyn_cast<llvm::orc::ObjectLinkingLayer>(
+              &(*jit)->getObjLinkingLayer()))
+        layer->addPlugin(std::make_shared<PerfMapPlugin>());
     llvm::orc::MangleAndInterner mangle((*jit)->getExecutionSession(),
                                         (*jit)->getDataLayout());
     if (llvm::Error err = (*jit)->getMainJITDylib().define(
