@@ -29,6 +29,11 @@ namespace terra {
 /// linalg fusion, one-shot bufferization, loops, deallocation and LLVM.
 void buildCPULoweringPipeline(mlir::OpPassManager &pm);
 
+/// Adds terra-lower-graph for the CPU runtime (feeds and state received as
+/// row-major buffers: contiguous-inputs) and then buildCPULoweringPipeline:
+/// everything after terra-convert-to-linalg.
+void buildCPUGraphPipeline(mlir::OpPassManager &pm);
+
 /// Options of the GPU pipeline (`terra-gpu-pipeline{chip=... ...}`).
 struct GPUPipelineOptions
     : public mlir::PassPipelineOptions<GPUPipelineOptions> {

@@ -85,7 +85,20 @@ def TerraLowerGraph : Pass<"terra-lower-graph", "mlir::ModuleOp"> {
     persistent state, and every remaining `terra.op` becomes a host callback
     whose name and args are listed in the module's `terra.host_ops`
     attribute. Cancellation is handled inside the runtime calls.
+
+    Host tensors may be strided views, so feeds and state arrive as fully
+    dynamic strided memrefs, on which no two loop dims can be merged: an
+    optimizer's update of a 3x3 convolution's weights ran as four nested
+    loops whose innermost had 3 iterations. With `contiguous-inputs` (the
+    CPU pipeline) they arrive through the `_contiguous` entry points
+    instead, which give the graph a row-major buffer (the host's own memory
+    when it is laid out that way, else a copy that lives until the run
+    ends), and are typed with the identity layout.
   }];
+  let options = [
+    Option<"contiguousInputs", "contiguous-inputs", "bool", "false",
+           "Receive feeds and state as row-major buffers (identity layout)">,
+  ];
   let dependentDialects = [
     "mlir::func::FuncDialect", "mlir::memref::MemRefDialect",
     "mlir::bufferization::BufferizationDialect", "mlir::arith::ArithDialect"];

@@ -169,8 +169,7 @@ Session::compile(const CompileOptions &options, std::string &error,
   if (keep)
     print(stages->linalg);
   PassManager lower(ctx);
-  lower.addPass(createTerraLowerGraph());
-  buildCPULoweringPipeline(lower);
+  buildCPUGraphPipeline(lower);
   if (failed(lower.run(*module))) {
     error = diags.take("lowering for the CPU failed");
     return nullptr;

@@ -32,7 +32,8 @@ std::string dtypeSuffix(Type t) {
 
 class GraphLowering {
 public:
-  GraphLowering(ModuleOp module) : module(module), symbols(module) {}
+  GraphLowering(ModuleOp module, bool contiguousInputs)
+      : module(module), symbols(module), contiguousInputs(contiguousInputs) {}
 
   LogicalResult run(GraphOp graph);
 
@@ -58,19 +59,25 @@ private:
 
   /// A call returning an unranked memref, cast to `type` and wrapped as a
   /// read-only tensor: bufferization copies before writing into it.
+  /// With `contiguous`, the `_contiguous` entry point, whose buffer is
+  /// row-major: the identity layout.
   Value receiveTensor(OpBuilder &b, Location loc, StringRef prefix,
-                      RankedTensorType type, ValueRange args) {
+                      RankedTensorType type, ValueRange args,
+                      bool contiguous = false) {
     Type et = type.getElementType();
     auto unranked = UnrankedMemRefType::get(et, 0);
     SmallVector<Type> argTypes(args.getTypes());
-    func::FuncOp f = declare((prefix + "_" + dtypeSuffix(et)).str(), argTypes,
-                             unranked, true);
+    std::string name =
+        (prefix + (contiguous ? "_contiguous_" : "_") + dtypeSuffix(et)).str();
+    func::FuncOp f = declare(name, argTypes, unranked, true);
     Value m = func::CallOp::create(b, loc, f, args).getResult(0);
-    // Host tensors may be strided views: accept any strides and offset.
+    // Otherwise host tensors may be strided views: accept any strides and
+    // offset.
     SmallVector<int64_t> strides(type.getRank(), ShapedType::kDynamic);
     auto layout =
         StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, strides);
-    auto ranked = MemRefType::get(type.getShape(), et, layout);
+    auto ranked = contiguous ? MemRefType::get(type.getShape(), et)
+                             : MemRefType::get(type.getShape(), et, layout);
     Value cast = memref::CastOp::create(b, loc, ranked, m);
     return bufferization::ToTensorOp::create(b, loc, type, cast,
                                              /*restrict=*/true,
@@ -97,6 +104,7 @@ private:
 
   ModuleOp module;
   SymbolTable symbols;
+  bool contiguousInputs;
   llvm::StringMap<int64_t> stateIndex;
 
 public:
@@ -135,7 +143,8 @@ LogicalResult GraphLowering::run(GraphOp graph) {
       auto type = cast<RankedTensorType>(feed.getType());
       Value t = receiveTensor(
           b, loc, "terra_rt_feed", type,
-          {i64(b, loc, feed.getId().value_or(0)), i64(b, loc, type.getRank())});
+          {i64(b, loc, feed.getId().value_or(0)), i64(b, loc, type.getRank())},
+          contiguousInputs);
       feed.replaceAllUsesWith(t);
     } else if (auto fetch = dyn_cast<FetchOp>(op)) {
       sendTensor(b, loc, "terra_rt_fetch", i64(b, loc, fetch.getId().value_or(0)),
@@ -161,7 +170,7 @@ LogicalResult GraphLowering::run(GraphOp graph) {
         stateNames.push_back(state.getNameAttr());
       Value t = receiveTensor(b, loc, "terra_rt_state",
                               cast<RankedTensorType>(state.getType()),
-                              i64(b, loc, it->second));
+                              i64(b, loc, it->second), contiguousInputs);
       state.replaceAllUsesWith(t);
     } else if (auto undef = dyn_cast<UndefOp>(op)) {
       auto type = cast<RankedTensorType>(undef.getType());
@@ -206,9 +215,11 @@ LogicalResult GraphLowering::run(GraphOp graph) {
 
 struct LowerGraphPass
     : public terra::impl::TerraLowerGraphBase<LowerGraphPass> {
+  using TerraLowerGraphBase::TerraLowerGraphBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    GraphLowering lowering(module);
+    GraphLowering lowering(module, contiguousInputs);
     for (GraphOp graph : llvm::to_vector(module.getOps<GraphOp>()))
       if (failed(lowering.run(graph)))
         return signalPassFailure();

@@ -94,14 +94,19 @@ void terra::buildCPULoweringPipeline(OpPassManager &pm) {
   pm.addPass(createReconcileUnrealizedCastsPass());
 }
 
+void terra::buildCPUGraphPipeline(OpPassManager &pm) {
+  pm.addPass(
+      createTerraLowerGraph(TerraLowerGraphOptions{/*contiguousInputs=*/true}));
+  buildCPULoweringPipeline(pm);
+}
+
 void terra::registerTerraPipelines() {
   PassPipelineRegistration<>(
       "terra-cpu-pipeline",
       "Lower terra.graph to the LLVM dialect for the CPU runtime",
       [](OpPassManager &pm) {
         pm.addPass(createTerraConvertToLinalg());
-        pm.addPass(createTerraLowerGraph());
-        buildCPULoweringPipeline(pm);
+        buildCPUGraphPipeline(pm);
       });
   PassPipelineRegistration<GPUPipelineOptions>(
       "terra-gpu-pipeline",

@@ -52,17 +52,34 @@ void waitFailed(RunState *run, const char *what, int64_t id) {
     run->status = RunState::Status::Cancelled;
 }
 
-/// Fills a malloc'ed descriptor for `t` (the caller frees it).
-void describe(const Tensor &t, UnrankedMemRef *out) {
+/// Whether `t`'s elements lie in row-major order: its strides are the
+/// contiguous ones wherever they matter (dims of size 1 may have any stride,
+/// and an empty tensor any strides).
+bool rowMajor(const Tensor &t) {
+  if (t.numel() == 0)
+    return true;
+  std::vector<int64_t> want = contiguousStrides(t.sizes);
+  for (size_t i = 0; i < t.sizes.size(); ++i)
+    if (t.sizes[i] != 1 && t.strides[i] != want[i])
+      return false;
+  return true;
+}
+
+/// Fills a malloc'ed descriptor for `t` (the caller frees it); with
+/// `canonical`, the contiguous strides of a row-major `t`, which a memref of
+/// the identity layout must carry.
+void describe(const Tensor &t, UnrankedMemRef *out, bool canonical = false) {
   int64_t rank = t.sizes.size();
   auto *d = static_cast<RankedDescriptor *>(
       std::malloc(sizeof(RankedDescriptor) + 2 * rank * sizeof(int64_t)));
   d->allocated = t.data;
   d->aligned = t.data;
   d->offset = 0;
+  std::vector<int64_t> strides =
+      canonical ? contiguousStrides(t.sizes) : t.strides;
   for (int64_t i = 0; i < rank; ++i) {
     d->sizesAndStrides[i] = t.sizes[i];
-    d->sizesAndStrides[rank + i] = t.strides[i];
+    d->sizesAndStrides[rank + i] = strides[i];
   }
   out->rank = rank;
   out->descriptor = d;
@@ -94,8 +111,23 @@ bool checkTensor(RunState *run, const Tensor &t, DType dtype, int64_t rank,
 
 // Each *Impl returns false when the run must unwind.
 
+/// Describes a feed or state tensor `t` to the graph; with `contiguous`
+/// (the `_contiguous` entry points, identity-layout memrefs) as a row-major
+/// buffer: `t` itself when it is one, else a copy the run keeps alive. The
+/// graph never writes into these buffers (they are read-only tensors).
+void describeInput(RunState *run, const Tensor &t, UnrankedMemRef *out,
+                   bool contiguous) {
+  if (contiguous && !rowMajor(t)) {
+    Tensor copy = t.contiguousCopy();
+    describe(copy, out, true);
+    run->keepAlive.push_back(std::move(copy));
+    return;
+  }
+  describe(t, out, contiguous);
+}
+
 bool feedImpl(RunState *run, int64_t id, DType dtype, UnrankedMemRef *out,
-              int64_t expectedRank) {
+              int64_t expectedRank, bool contiguous) {
   Tensor t;
   if (!run->channels.receiveFeed(id, t)) {
     waitFailed(run, "feed", id);
@@ -103,12 +135,13 @@ bool feedImpl(RunState *run, int64_t id, DType dtype, UnrankedMemRef *out,
   }
   if (!checkTensor(run, t, dtype, expectedRank, "feed", id))
     return false;
-  describe(t, out);
+  describeInput(run, t, out, contiguous);
   run->keepAlive.push_back(std::move(t));
   return true;
 }
 
-bool stateImpl(RunState *run, int64_t id, DType dtype, UnrankedMemRef *out) {
+bool stateImpl(RunState *run, int64_t id, DType dtype, UnrankedMemRef *out,
+               bool contiguous) {
   if (id < 0 || size_t(id) >= run->states.size()) {
     failRun(run, "state " + std::to_string(id) + " was not provided");
     return false;
@@ -118,7 +151,7 @@ bool stateImpl(RunState *run, int64_t id, DType dtype, UnrankedMemRef *out) {
     failRun(run, "state " + std::to_string(id) + ": dtype mismatch");
     return false;
   }
-  describe(t, out);
+  describeInput(run, t, out, contiguous);
   return true;
 }
 
@@ -238,13 +271,23 @@ void verifyPublished(RunState &run, void *buffer) {
 extern "C" {
 
 #define TERRA_RT_DTYPE_ENTRY_POINTS(SUFFIX, DTYPE)                             \
-  void _mlir_ciface_terra_rt_feed_##SUFFIX(UnrankedMemRef *out, int64_t id,   \
-                                            int64_t rank) {                    \
-    if (!feedImpl(current, id, DTYPE, out, rank))                              \
+  void _mlir_ciface_terra_rt_feed_##SUFFIX(UnrankedMemRef *out, int64_t id,    \
+                                           int64_t rank) {                     \
+    if (!feedImpl(current, id, DTYPE, out, rank, false))                       \
+      unwind(current);                                                         \
+  }                                                                            \
+  void _mlir_ciface_terra_rt_feed_contiguous_##SUFFIX(                         \
+      UnrankedMemRef *out, int64_t id, int64_t rank) {                         \
+    if (!feedImpl(current, id, DTYPE, out, rank, true))                        \
       unwind(current);                                                         \
   }                                                                            \
   void _mlir_ciface_terra_rt_state_##SUFFIX(UnrankedMemRef *out, int64_t id) { \
-    if (!stateImpl(current, id, DTYPE, out))                                   \
+    if (!stateImpl(current, id, DTYPE, out, false))                            \
+      unwind(current);                                                         \
+  }                                                                            \
+  void _mlir_ciface_terra_rt_state_contiguous_##SUFFIX(UnrankedMemRef *out,    \
+                                                       int64_t id) {           \
+    if (!stateImpl(current, id, DTYPE, out, true))                             \
       unwind(current);                                                         \
   }                                                                            \
   void _mlir_ciface_terra_rt_fetch_##SUFFIX(int64_t id, UnrankedMemRef *in) {  \
@@ -352,7 +395,9 @@ terra::rt::detail::runtimeSymbols() {
 #define TERRA_RT_SYMBOL(NAME) syms.push_back({#NAME, (void *)&NAME});
 #define TERRA_RT_DTYPE_SYMBOLS(SUFFIX)                                         \
   TERRA_RT_SYMBOL(_mlir_ciface_terra_rt_feed_##SUFFIX)                         \
+  TERRA_RT_SYMBOL(_mlir_ciface_terra_rt_feed_contiguous_##SUFFIX)              \
   TERRA_RT_SYMBOL(_mlir_ciface_terra_rt_state_##SUFFIX)                        \
+  TERRA_RT_SYMBOL(_mlir_ciface_terra_rt_state_contiguous_##SUFFIX)             \
   TERRA_RT_SYMBOL(_mlir_ciface_terra_rt_fetch_##SUFFIX)                        \
   TERRA_RT_SYMBOL(_mlir_ciface_terra_rt_host_arg_##SUFFIX)                     \
   TERRA_RT_SYMBOL(_mlir_ciface_terra_rt_host_result_##SUFFIX)

@@ -302,6 +302,41 @@ def test_an_op_without_a_meta_kernel_goes_straight_to_its_rule(op, make, monkeyp
         assert func in coexec._RULE_ONLY
 
 
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_strided_parameters_and_inputs_reach_the_graph_row_major(optimizer) -> None:
+    # The CPU graph takes feeds and state as row-major buffers (identity
+    # layouts, so loops over them collapse and vectorize): a transposed
+    # parameter (and its gradient and optimizer state, which follow its
+    # strides) and a transposed input arrive as copies, with eager's results.
+    class Strided(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(3, 6).t())  # [6, 3], strides (1, 6)
+            self.b = nn.Parameter(torch.zeros(1, 3))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x @ self.w + self.b
+
+    def make() -> tuple:
+        model = Strided()
+        assert not model.w.is_contiguous()
+        opt = (torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9) if optimizer == "sgd"
+               else torch.optim.Adam(model.parameters(), lr=0.01))
+
+        def step(x, y):
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    g = torch.Generator().manual_seed(3)
+    inputs = [(torch.randn(6, 8, generator=g).t(), torch.randint(0, 3, (8,), generator=g))
+              for _ in range(8)]
+    stats = compare(make, inputs, max_fallbacks=0)
+    assert stats["replayed_iterations"] > 0
+
+
 def test_adam_step_counter_is_read_on_the_host_without_waiting_for_the_graph() -> None:
     """Adam's `step` counters are tiny values the host knows (state plus
     one): the host computes them itself, so the per-parameter `step.item()`

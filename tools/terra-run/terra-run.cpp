@@ -99,8 +99,7 @@ int main(int argc, char **argv) {
 
   mlir::PassManager pm(&ctx);
   pm.addPass(terra::createTerraConvertToLinalg());
-  pm.addPass(terra::createTerraLowerGraph());
-  terra::buildCPULoweringPipeline(pm);
+  terra::buildCPUGraphPipeline(pm);
   if (mlir::failed(pm.run(*module)))
     return fail("lowering failed");
 

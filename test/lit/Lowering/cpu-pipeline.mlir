@@ -1,11 +1,12 @@
 // The whole CPU pipeline: a graph with a switch and a loop ends as LLVM
 // dialect calling the runtime's entry points, and translates to LLVM IR.
-// Buffers go through the runtime's tracked allocator.
+// Buffers go through the runtime's tracked allocator; feeds arrive through
+// the `_contiguous` entry points (row-major buffers).
 // RUN: terra-opt %s -terra-cpu-pipeline | FileCheck %s
 // RUN: terra-opt %s -terra-cpu-pipeline | terra-translate --mlir-to-llvmir | FileCheck %s --check-prefix=IR
 
 // CHECK-LABEL: llvm.func @step()
-// CHECK-DAG:     llvm.call @terra_rt_feed_f32
+// CHECK-DAG:     llvm.call @terra_rt_feed_contiguous_f32
 // CHECK-DAG:     llvm.call @terra_rt_case
 // CHECK-DAG:     llvm.call @terra_rt_loop
 // CHECK-DAG:     llvm.call @_mlir_memref_to_llvm_alloc
@@ -13,7 +14,7 @@
 // CHECK-LABEL: llvm.func @_mlir_ciface_step()
 // CHECK-NOT:   terra.
 // IR: define void @step()
-// IR: call { i64, ptr } @terra_rt_feed_f32(i64 1, i64 2)
+// IR: call { i64, ptr } @terra_rt_feed_contiguous_f32(i64 1, i64 2)
 // IR: call i64 @terra_rt_case(i64 5, i64 2)
 // IR: call i1 @terra_rt_loop(i64 7)
 module {

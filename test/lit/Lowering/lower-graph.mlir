@@ -2,6 +2,10 @@
 // communication ops become runtime calls; an op without a lowering becomes a
 // host callback listed in terra.host_ops.
 // RUN: terra-opt %s -terra-convert-to-linalg -terra-lower-graph | FileCheck %s
+// With contiguous-inputs (the CPU pipeline) feeds and state come from the
+// `_contiguous` entry points as identity-layout buffers; host results keep
+// the strided form.
+// RUN: terra-opt %s -terra-convert-to-linalg -terra-lower-graph=contiguous-inputs=true | FileCheck %s --check-prefix=CONTIG
 
 // CHECK-LABEL: module attributes {terra.asserts = [], terra.host_ops = [{args = {k = 3 : i64}, name = "aten.unknown_op"}], terra.states = ["fc.weight"]}
 // CHECK-DAG:   func.func private @terra_rt_feed_f32(i64, i64) -> memref<*xf32> attributes {llvm.emit_c_interface}
@@ -26,6 +30,13 @@
 // CHECK:         bufferization.to_buffer %{{.*}} read_only
 // CHECK:         call @terra_rt_fetch_f32
 // CHECK:         return
+// CONTIG:       %[[S:.*]] = call @terra_rt_state_contiguous_f32(%{{.*}}) : (i64) -> memref<*xf32>
+// CONTIG:       %[[SC:.*]] = memref.cast %[[S]] : memref<*xf32> to memref<4xf32>
+// CONTIG:       bufferization.to_tensor %[[SC]] restrict : memref<4xf32> to tensor<4xf32>
+// CONTIG:       %[[F:.*]] = call @terra_rt_feed_contiguous_f32(%{{.*}}, %{{.*}})
+// CONTIG:       memref.cast %[[F]] : memref<*xf32> to memref<?xf32>
+// CONTIG:       %[[H:.*]] = call @terra_rt_host_result_f32
+// CONTIG:       memref.cast %[[H]] : memref<*xf32> to memref<?xf32, strided<[?], offset: ?>>
 module {
   terra.graph @step attributes {unrolled_loops = [array<i64: 7, 2>]} {
     %w = terra.state "fc.weight" : tensor<4xf32>
