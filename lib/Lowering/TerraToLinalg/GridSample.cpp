@@ -212,6 +212,14 @@ Value dim(OpBuilder &b, Location l, Value v, int64_t d) {
   return tensor::DimOp::create(b, l, v, d);
 }
 
+/// Every dim of the 4-D `v`.
+SmallVector<Value> dims(OpBuilder &b, Location l, Value v) {
+  SmallVector<Value> sizes;
+  for (int64_t d = 0; d < 4; ++d)
+    sizes.push_back(dim(b, l, v, d));
+  return sizes;
+}
+
 /// An empty tensor of `type` whose dynamic sizes are `sizes[d]`.
 Value emptyOf(OpBuilder &b, Location l, RankedTensorType type,
               ArrayRef<Value> sizes) {
@@ -286,11 +294,8 @@ LogicalResult lowerGridSampler(DLOp op, ValueRange o, PatternRewriter &rw) {
 Value scatterGradInput(OpBuilder &rw, Location loc, Value gOut, Value input,
                        Value grid, const Axis &ay, const Axis &ax,
                        const Sampler &s) {
-  RankedTensorType it = tensorType(input);
-  SmallVector<Value> inSizes;
-  for (int64_t d = 0; d < 4; ++d)
-    inSizes.push_back(dim(rw, loc, input, d));
-  Value zeros = zerosOf(rw, loc, it, inSizes);
+  SmallVector<Value> inSizes = dims(rw, loc, input);
+  Value zeros = zerosOf(rw, loc, tensorType(input), inSizes);
   Value zero = arith::ConstantIndexOp::create(rw, loc, 0);
   Value one = arith::ConstantIndexOp::create(rw, loc, 1);
   SmallVector<Value> ubs = {dim(rw, loc, grid, 0), dim(rw, loc, grid, 1),
@@ -330,9 +335,7 @@ Value reduceGradGrid(OpBuilder &rw, Location loc, Value gOut, Value input,
                      Value grid, const Axis &ay, const Axis &ax,
                      const Sampler &s) {
   RankedTensorType gt = tensorType(grid);
-  SmallVector<Value> sizes;
-  for (int64_t d = 0; d < 4; ++d)
-    sizes.push_back(dim(rw, loc, grid, d));
+  SmallVector<Value> sizes = dims(rw, loc, grid);
   Value zeros = zerosOf(rw, loc, gt, sizes);
   if (s.nearest)
     return zeros;
