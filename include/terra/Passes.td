@@ -224,8 +224,39 @@ def TerraCollapseDims : Pass<"terra-collapse-dims"> {
     image's (h, w) becomes one loop of h*w elements and an elementwise op on
     a 4-d tensor one flat loop, so the loops LLVM vectorizes are long
     instead of a short innermost dim.
+
+    With `on-buffers` (after bufferization, following
+    terra-refine-branch-layouts) it does the same for `linalg.generic` ops
+    on buffers whose operands all have the identity layout and static
+    shapes (`memref.collapse_shape` views): the ops whose tensors it could
+    not prove contiguous before bufferization, values chosen by the
+    graph's branches above all.
   }];
-  let dependentDialects = ["mlir::linalg::LinalgDialect", "mlir::tensor::TensorDialect"];
+  let options = [
+    Option<"onBuffers", "on-buffers", "bool", "false",
+           "Collapse generics on identity-layout buffers instead of tensors">,
+  ];
+  let dependentDialects = ["mlir::linalg::LinalgDialect",
+                           "mlir::tensor::TensorDialect",
+                           "mlir::memref::MemRefDialect"];
+}
+
+def TerraRefineBranchLayouts : Pass<"terra-refine-branch-layouts"> {
+  let summary = "Give scf.if results the identity layout when every branch yields it";
+  let description = [{
+    One-shot bufferization types a result of `scf.if` with the fully
+    dynamic strided layout as soon as its branches' buffer types differ in
+    any way, and nested ifs (the merged graph's switches after
+    terra-switch-to-if) pass that on outward, even where every branch in
+    the end yields an identity-layout buffer cast to the dynamic type. Such
+    results, innermost ifs first, get the identity type back: the casts in
+    the yields are dropped and one cast of the result to the old type
+    feeds the old uses, which canonicalization folds into the linalg ops
+    that read them. Loops over those values then collapse and vectorize
+    (terra-collapse-dims on-buffers): YOLOv3's optimizer updates of
+    convolution weights were four nested loops with an innermost of 3.
+  }];
+  let dependentDialects = ["mlir::memref::MemRefDialect", "mlir::scf::SCFDialect"];
 }
 
 def TerraReassociateReductions : Pass<"terra-reassociate-reductions"> {

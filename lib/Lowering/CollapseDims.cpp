@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 
@@ -72,19 +73,32 @@ bool contiguousOnceBufferized(Value v) {
   return def && (isa<linalg::LinalgOp>(def) || isa<tensor::EmptyOp>(def));
 }
 
+/// On buffers (on-buffers): a buffer with the identity layout and a static
+/// shape, whose collapse is a view.
+bool identityBuffer(Value v) {
+  auto type = dyn_cast<MemRefType>(v.getType());
+  return type && type.getLayout().isIdentity() && type.hasStaticShape();
+}
+
 struct TerraCollapseDimsPass
     : public terra::impl::TerraCollapseDimsBase<TerraCollapseDimsPass> {
+  using TerraCollapseDimsBase::TerraCollapseDimsBase;
+
   void runOnOperation() override {
     SmallVector<linalg::GenericOp> ops;
     getOperation()->walk([&](linalg::GenericOp op) {
-      if (op.hasPureTensorSemantics() && op.getNumLoops() > 1 &&
+      bool operandsFit =
+          onBuffers
+              ? op.hasPureBufferSemantics() &&
+                    llvm::all_of(op->getOperands(), identityBuffer)
+              : op.hasPureTensorSemantics() &&
+                    llvm::all_of(op->getOperands(), contiguousOnceBufferized);
+      if (operandsFit && op.getNumLoops() > 1 &&
           op.getBody()->getOps<linalg::IndexOp>().empty() &&
           // collapseOpIterationDims needs plain dims in every map (a
           // broadcast written as a constant 0 index crashes it).
-          llvm::all_of(
-              op.getIndexingMapsArray(),
-              [](AffineMap m) { return m.isProjectedPermutation(); }) &&
-          llvm::all_of(op->getOperands(), contiguousOnceBufferized))
+          llvm::all_of(op.getIndexingMapsArray(),
+                       [](AffineMap m) { return m.isProjectedPermutation(); }))
         ops.push_back(op);
     });
     IRRewriter rewriter(&getContext());

@@ -74,6 +74,12 @@ void terra::buildCPULoweringPipeline(OpPassManager &pm) {
   addBufferizationPasses(pm);
   // GEMMs go to the runtime's BLAS-backed entry points.
   pm.addPass(createTerraLibraryCalls());
+  // Branch results that are identity buffers in every case get that type
+  // back, and the loops over them collapse like those collapsed on tensors
+  // above.
+  pm.addPass(createTerraRefineBranchLayouts());
+  pm.addPass(
+      createTerraCollapseDims(TerraCollapseDimsOptions{/*onBuffers=*/true}));
   pm.addPass(createConvertLinalgToLoopsPass());
   addBufferDeallocationPasses(pm);
   // Each loop nest in a function of its own: LLVM compiles many small
