@@ -250,9 +250,9 @@ def TerraRefineBranchLayouts : Pass<"terra-refine-branch-layouts"> {
     terra-switch-to-if) pass that on outward, even where every branch in
     the end yields an identity-layout buffer cast to the dynamic type. Such
     results, innermost ifs first, get the identity type back: the casts in
-    the yields are dropped and one cast of the result to the old type
-    feeds the old uses, which canonicalization folds into the linalg ops
-    that read them. Loops over those values then collapse and vectorize
+    the yields are dropped, the linalg ops that read the result take it
+    directly (their cast folding), and any other use reads it through one
+    cast to the old type. Loops over those values then collapse and vectorize
     (terra-collapse-dims on-buffers): YOLOv3's optimizer updates of
     convolution weights were four nested loops with an innermost of 3.
   }];

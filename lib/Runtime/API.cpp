@@ -52,21 +52,8 @@ void waitFailed(RunState *run, const char *what, int64_t id) {
     run->status = RunState::Status::Cancelled;
 }
 
-/// Whether `t`'s elements lie in row-major order: its strides are the
-/// contiguous ones wherever they matter (dims of size 1 may have any stride,
-/// and an empty tensor any strides).
-bool rowMajor(const Tensor &t) {
-  if (t.numel() == 0)
-    return true;
-  std::vector<int64_t> want = contiguousStrides(t.sizes);
-  for (size_t i = 0; i < t.sizes.size(); ++i)
-    if (t.sizes[i] != 1 && t.strides[i] != want[i])
-      return false;
-  return true;
-}
-
 /// Fills a malloc'ed descriptor for `t` (the caller frees it); with
-/// `canonical`, the contiguous strides of a row-major `t`, which a memref of
+/// `canonical`, the row-major strides of a contiguous `t`, which a memref of
 /// the identity layout must carry.
 void describe(const Tensor &t, UnrankedMemRef *out, bool canonical = false) {
   int64_t rank = t.sizes.size();
@@ -75,11 +62,11 @@ void describe(const Tensor &t, UnrankedMemRef *out, bool canonical = false) {
   d->allocated = t.data;
   d->aligned = t.data;
   d->offset = 0;
-  std::vector<int64_t> strides =
-      canonical ? contiguousStrides(t.sizes) : t.strides;
-  for (int64_t i = 0; i < rank; ++i) {
+  int64_t stride = 1;
+  for (int64_t i = rank; i-- > 0;) {
     d->sizesAndStrides[i] = t.sizes[i];
-    d->sizesAndStrides[rank + i] = strides[i];
+    d->sizesAndStrides[rank + i] = canonical ? stride : t.strides[i];
+    stride *= t.sizes[i];
   }
   out->rank = rank;
   out->descriptor = d;
@@ -117,7 +104,7 @@ bool checkTensor(RunState *run, const Tensor &t, DType dtype, int64_t rank,
 /// graph never writes into these buffers (they are read-only tensors).
 void describeInput(RunState *run, const Tensor &t, UnrankedMemRef *out,
                    bool contiguous) {
-  if (contiguous && !rowMajor(t)) {
+  if (contiguous && !t.isContiguous()) {
     Tensor copy = t.contiguousCopy();
     describe(copy, out, true);
     run->keepAlive.push_back(std::move(copy));

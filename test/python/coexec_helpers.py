@@ -92,13 +92,15 @@ def mlp(d: int = 6, classes: int = 3) -> nn.Module:
 
 
 def sgd_program(read_item: bool = False, loss: Callable = lambda model, x, y: F.cross_entropy(model(x), y),
-                model_fn: Callable[[], nn.Module] = lambda: mlp(), **sgd: Any) -> Callable[[], tuple]:
+                model_fn: Callable[[], nn.Module] = lambda: mlp(), optimizer: Callable = torch.optim.SGD,
+                **sgd: Any) -> Callable[[], tuple]:
     """`make` for a step that computes `loss(model, x, y)`, then backward and
-    SGD (the plain MLP classifier by default), returning the loss tensor or,
+    SGD (the plain MLP classifier by default; `optimizer` another torch
+    optimizer, with lr 0.1 unless given), returning the loss tensor or,
     with `read_item`, its Python value."""
     def make() -> tuple:
         model = model_fn()
-        opt = torch.optim.SGD(model.parameters(), **{"lr": 0.1, **sgd})
+        opt = optimizer(model.parameters(), **{"lr": 0.1, **sgd})
 
         def step(x, y):
             value = loss(model, x, y)

@@ -313,23 +313,13 @@ def test_strided_parameters_and_inputs_reach_the_graph_row_major(optimizer) -> N
             super().__init__()
             self.w = nn.Parameter(torch.randn(3, 6).t())  # [6, 3], strides (1, 6)
             self.b = nn.Parameter(torch.zeros(1, 3))
+            assert not self.w.is_contiguous()
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x @ self.w + self.b
 
-    def make() -> tuple:
-        model = Strided()
-        assert not model.w.is_contiguous()
-        opt = (torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9) if optimizer == "sgd"
-               else torch.optim.Adam(model.parameters(), lr=0.01))
-
-        def step(x, y):
-            loss = F.cross_entropy(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-        return step, model, opt
+    make = (sgd_program(model_fn=Strided, momentum=0.9) if optimizer == "sgd"
+            else sgd_program(model_fn=Strided, optimizer=torch.optim.Adam, lr=0.01))
     g = torch.Generator().manual_seed(3)
     inputs = [(torch.randn(6, 8, generator=g).t(), torch.randint(0, 3, (8,), generator=g))
               for _ in range(8)]

@@ -30,6 +30,8 @@ struct Tensor {
   std::shared_ptr<void> owner;
 
   int64_t numel() const;
+  /// Whether the elements lie in row-major order (strides of size-1 dims
+  /// and of empty tensors do not matter).
   bool isContiguous() const;
   /// A new contiguous tensor with its own storage.
   static Tensor empty(DType dtype, std::vector<int64_t> sizes);

@@ -39,10 +39,6 @@ std::optional<int64_t> normDim(int64_t d, int64_t rank) {
   return d;
 }
 
-RankedTensorType tensorType(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
-
 /// `v` as `type` (same shape up to static information).
 Value castTo(OpBuilder &b, Location loc, Value v, Type type) {
   if (v.getType() == type)

@@ -43,10 +43,6 @@ using namespace terra::lowering;
 
 namespace {
 
-RankedTensorType tensorType(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
-
 /// The sampling options, when this lowering supports them.
 struct Sampler {
   bool nearest = false;
@@ -78,15 +74,14 @@ Value toFloat(OpBuilder &b, Location l, Value index, Type et) {
       b, l, et, arith::IndexCastOp::create(b, l, b.getI64Type(), index));
 }
 
-/// One axis of the input (size `size`, an index value): the source
-/// coordinate of a normalized grid value and d(coordinate)/d(grid value).
+/// One axis of the input (its size an index value): the source coordinate
+/// of a normalized grid value and d(coordinate)/d(grid value).
 struct Axis {
-  Value size;  ///< index
   Value sizeF; ///< the size as a float
   Value scale; ///< the unnormalization's factor
 
   Axis(OpBuilder &b, Location l, Value size, const Sampler &s, Type et)
-      : size(size), sizeF(toFloat(b, l, size, et)) {
+      : sizeF(toFloat(b, l, size, et)) {
     Value extent = s.alignCorners
                        ? arith::SubFOp::create(b, l, sizeF, cst(b, l, sizeF, 1))
                        : sizeF;
@@ -95,14 +90,11 @@ struct Axis {
 
   /// The unnormalized coordinate, clipped with border padding.
   Value coordinate(OpBuilder &b, Location l, Value g, const Sampler &s) const {
-    Value x = arith::MulFOp::create(
-        b, l, arith::AddFOp::create(b, l, g, cst(b, l, g, 1)), scale);
-    if (!s.alignCorners)
-      x = arith::SubFOp::create(b, l, x, cst(b, l, g, 0.5));
+    Value x = unnormalized(b, l, g, s);
     if (s.border)
       x = arith::MinimumFOp::create(
           b, l, arith::MaximumFOp::create(b, l, x, cst(b, l, g, 0)),
-          arith::SubFOp::create(b, l, sizeF, cst(b, l, g, 1)));
+          last(b, l));
     return x;
   }
 
@@ -111,16 +103,12 @@ struct Axis {
   Value derivative(OpBuilder &b, Location l, Value g, const Sampler &s) const {
     if (!s.border)
       return scale;
-    Value x = arith::MulFOp::create(
-        b, l, arith::AddFOp::create(b, l, g, cst(b, l, g, 1)), scale);
-    if (!s.alignCorners)
-      x = arith::SubFOp::create(b, l, x, cst(b, l, g, 0.5));
-    Value max = arith::SubFOp::create(b, l, sizeF, cst(b, l, g, 1));
+    Value x = unnormalized(b, l, g, s);
     Value inside = arith::AndIOp::create(
         b, l,
         arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, x,
                               cst(b, l, g, 0)),
-        arith::CmpFOp::create(b, l, arith::CmpFPredicate::OLT, x, max));
+        arith::CmpFOp::create(b, l, arith::CmpFPredicate::OLT, x, last(b, l)));
     return arith::SelectOp::create(b, l, inside, scale, cst(b, l, g, 0));
   }
 
@@ -137,11 +125,25 @@ struct Axis {
   /// where `contains` is false.
   Value index(OpBuilder &b, Location l, Value f) const {
     Value c = arith::MaxNumFOp::create(b, l, f, cst(b, l, f, 0));
-    c = arith::MinNumFOp::create(
-        b, l, c, arith::SubFOp::create(b, l, sizeF, cst(b, l, f, 1)));
+    c = arith::MinNumFOp::create(b, l, c, last(b, l));
     return arith::IndexCastOp::create(
         b, l, b.getIndexType(),
         arith::FPToSIOp::create(b, l, b.getI64Type(), c));
+  }
+
+private:
+  /// (g + 1) * scale, less 0.5 without align_corners.
+  Value unnormalized(OpBuilder &b, Location l, Value g,
+                     const Sampler &s) const {
+    Value x = arith::MulFOp::create(
+        b, l, arith::AddFOp::create(b, l, g, cst(b, l, g, 1)), scale);
+    if (!s.alignCorners)
+      x = arith::SubFOp::create(b, l, x, cst(b, l, g, 0.5));
+    return x;
+  }
+  /// The last position, size - 1, as a float.
+  Value last(OpBuilder &b, Location l) const {
+    return arith::SubFOp::create(b, l, sizeF, cst(b, l, sizeF, 1));
   }
 };
 
@@ -212,14 +214,6 @@ Value dim(OpBuilder &b, Location l, Value v, int64_t d) {
   return tensor::DimOp::create(b, l, v, d);
 }
 
-/// Every dim of the 4-D `v`.
-SmallVector<Value> dims(OpBuilder &b, Location l, Value v) {
-  SmallVector<Value> sizes;
-  for (int64_t d = 0; d < 4; ++d)
-    sizes.push_back(dim(b, l, v, d));
-  return sizes;
-}
-
 /// An empty tensor of `type` whose dynamic sizes are `sizes[d]`.
 Value emptyOf(OpBuilder &b, Location l, RankedTensorType type,
               ArrayRef<Value> sizes) {
@@ -230,11 +224,12 @@ Value emptyOf(OpBuilder &b, Location l, RankedTensorType type,
   return emptyWithSizes(b, l, type, dyn);
 }
 
-Value zerosOf(OpBuilder &b, Location l, RankedTensorType type,
-              ArrayRef<Value> sizes) {
+/// Zeros of `v`'s type and sizes.
+Value zerosLike(OpBuilder &b, Location l, Value v) {
+  RankedTensorType type = tensorType(v);
   return linalg::FillOp::create(b, l,
                                 scalarConstant(b, l, type.getElementType(), 0),
-                                emptyOf(b, l, type, sizes))
+                                emptyLike(b, l, type, v))
       .getResult(0);
 }
 
@@ -294,8 +289,8 @@ LogicalResult lowerGridSampler(DLOp op, ValueRange o, PatternRewriter &rw) {
 Value scatterGradInput(OpBuilder &rw, Location loc, Value gOut, Value input,
                        Value grid, const Axis &ay, const Axis &ax,
                        const Sampler &s) {
-  SmallVector<Value> inSizes = dims(rw, loc, input);
-  Value zeros = zerosOf(rw, loc, tensorType(input), inSizes);
+  Value zeros = zerosLike(rw, loc, input);
+  Value channels = dim(rw, loc, input, 1);
   Value zero = arith::ConstantIndexOp::create(rw, loc, 0);
   Value one = arith::ConstantIndexOp::create(rw, loc, 1);
   SmallVector<Value> ubs = {dim(rw, loc, grid, 0), dim(rw, loc, grid, 1),
@@ -305,8 +300,8 @@ Value scatterGradInput(OpBuilder &rw, Location loc, Value gOut, Value input,
       [&](OpBuilder &b, Location l, ValueRange ivs,
           ValueRange iter) -> scf::ValueVector {
         Point p = samplePoint(b, l, grid, ivs[0], ivs[1], ivs[2], ay, ax, s);
-        auto channels = scf::ForOp::create(
-            b, l, zero, inSizes[1], one, iter,
+        auto overChannels = scf::ForOp::create(
+            b, l, zero, channels, one, iter,
             [&](OpBuilder &cb, Location cl, Value ci, ValueRange acc) {
               Value g = tensor::ExtractOp::create(
                   cb, cl, gOut, ValueRange{ivs[0], ci, ivs[1], ivs[2]});
@@ -323,7 +318,7 @@ Value scatterGradInput(OpBuilder &rw, Location loc, Value gOut, Value input,
               }
               scf::YieldOp::create(cb, cl, out);
             });
-        return {channels.getResult(0)};
+        return {overChannels.getResult(0)};
       });
   return nest.results[0];
 }
@@ -335,8 +330,7 @@ Value reduceGradGrid(OpBuilder &rw, Location loc, Value gOut, Value input,
                      Value grid, const Axis &ay, const Axis &ax,
                      const Sampler &s) {
   RankedTensorType gt = tensorType(grid);
-  SmallVector<Value> sizes = dims(rw, loc, grid);
-  Value zeros = zerosOf(rw, loc, gt, sizes);
+  Value zeros = zerosLike(rw, loc, grid);
   if (s.nearest)
     return zeros;
   MLIRContext *ctx = rw.getContext();
@@ -377,7 +371,7 @@ Value reduceGradGrid(OpBuilder &rw, Location loc, Value gOut, Value input,
       });
   AffineMap id = rw.getMultiDimIdentityMap(4);
   auto scaled = linalg::GenericOp::create(
-      rw, loc, gt, sum.getResult(0), emptyOf(rw, loc, gt, sizes),
+      rw, loc, gt, sum.getResult(0), emptyLike(rw, loc, gt, grid),
       SmallVector<AffineMap>{id, id},
       SmallVector<utils::IteratorType>(4, utils::IteratorType::parallel),
       [&](OpBuilder &b, Location l, ValueRange args) {

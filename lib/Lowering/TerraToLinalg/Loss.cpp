@@ -39,10 +39,6 @@ bool isWideFloat(Type t) { return t.isF32() || t.isF64(); }
 
 enum Reduction : int64_t { None = 0, Mean = 1, Sum = 2 };
 
-RankedTensorType tensorType(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
-
 std::optional<int64_t> reductionArg(DLOp op) {
   int64_t r = getIntArg(op, "reduction").value_or(Mean);
   if (r != None && r != Mean && r != Sum)

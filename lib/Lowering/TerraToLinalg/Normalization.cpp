@@ -41,10 +41,6 @@ namespace {
 /// match aten (which accumulates them in f32), so they stay for the host.
 bool isWideFloat(Type t) { return t.isF32() || t.isF64(); }
 
-RankedTensorType tensorType(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
-
 /// Which of a backward op's gradients are results: with 3 results, all;
 /// otherwise those set in output_mask. Returns, for each gradient, its
 /// result index or -1.

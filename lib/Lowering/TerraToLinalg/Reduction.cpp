@@ -36,10 +36,6 @@ namespace {
 /// match aten (which accumulates them in f32), so they stay for the host.
 bool isWideFloat(Type t) { return t.isF32() || t.isF64(); }
 
-RankedTensorType tensorType(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
-
 /// The `dim` arg of a reduction: an int or a list; absent or None (unit)
 /// means every dim (the empty list).
 std::optional<SmallVector<int64_t>> dimListArg(DLOp op, StringRef name) {

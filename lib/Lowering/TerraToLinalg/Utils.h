@@ -88,6 +88,10 @@ Value scalarArgOrOperand(OpBuilder &b, DLOp op, ValueRange operands,
 
 // --- Tensors --------------------------------------------------------------
 RankedTensorType resultType(DLOp op, unsigned i = 0);
+/// The ranked tensor type of `v`.
+inline RankedTensorType tensorType(Value v) {
+  return mlir::cast<RankedTensorType>(v.getType());
+}
 bool isFloat(Type t);
 /// tensor.empty of `type`, with dynamic sizes taken from `like` (which has
 /// the same rank), or from `dynSizes` when given.
