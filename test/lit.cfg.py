@@ -16,8 +16,11 @@ config.substitutions.append(("%PATH%", config.environment["PATH"]))
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.terra_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
-llvm_config.add_tool_substitutions(["terra-opt", "terra-translate"],
+llvm_config.add_tool_substitutions(["terra-opt", "terra-translate",
+                                    "terra-run-object"],
                                    [config.terra_tools_dir])
+# Links graph objects into shared libraries for terra-run-object.
+config.substitutions.append(("%cxx", config.terra_cxx))
 
 # GPU tests (test/lit/GPU, docs/gpu.md). `ptxas`: the CUDA toolkit's PTX
 # assembler is there to check the generated PTX; `terra-cuda-runtime`: the

@@ -84,6 +84,29 @@ Tensor view(const UnrankedMemRef *in, DType dtype) {
   return t;
 }
 
+/// How the run's buffers are released (RunState::memory).
+void (*releaseFunction(const RunState *run))(void *) {
+  return run && run->memory.free ? run->memory.free : hostFree;
+}
+
+/// A buffer for the graph: the run's memory (RunState::memory), or host
+/// memory; tracked so a cancelled run releases it. Null when device memory
+/// ran out (the run has failed).
+void *allocBuffer(size_t size, size_t alignment) {
+  RunState *run = current;
+  if (!run)
+    return hostAlloc(size, alignment);
+  void *p = run->memory.alloc ? run->memory.alloc(size ? size : 1, alignment)
+                              : hostAlloc(size, alignment);
+  if (!p) {
+    failRun(run, "cannot allocate " + std::to_string(size) +
+                     " bytes of device-reachable memory for a graph buffer");
+    return nullptr;
+  }
+  run->buffers.insert(p);
+  return p;
+}
+
 bool checkTensor(RunState *run, const Tensor &t, DType dtype, int64_t rank,
                  const char *what, int64_t id) {
   if (t.dtype != dtype || int64_t(t.sizes.size()) != rank) {
@@ -102,15 +125,35 @@ bool checkTensor(RunState *run, const Tensor &t, DType dtype, int64_t rank,
 /// (the `_contiguous` entry points, identity-layout memrefs) as a row-major
 /// buffer: `t` itself when it is one, else a copy the run keeps alive. The
 /// graph never writes into these buffers (they are read-only tensors).
-void describeInput(RunState *run, const Tensor &t, UnrankedMemRef *out,
+bool describeInput(RunState *run, const Tensor &t, UnrankedMemRef *out,
                    bool contiguous) {
+  if (run->memory.stageInputs) {
+    // The graph's kernels cannot reach host memory: stage a row-major copy
+    // into a buffer of the run (released with the run's other buffers).
+    Tensor src = t.isContiguous() ? t : t.contiguousCopy();
+    size_t bytes = size_t(src.numel()) * dtypeSize(src.dtype);
+    Tensor staged;
+    staged.dtype = src.dtype;
+    staged.sizes = src.sizes;
+    staged.data = run->memory.alloc(bytes ? bytes : 1, 0);
+    if (!staged.data) {
+      failRun(run, "cannot allocate " + std::to_string(bytes) +
+                       " bytes of device-reachable memory for an input");
+      return false;
+    }
+    std::memcpy(staged.data, src.data, bytes);
+    run->buffers.insert(staged.data);
+    describe(staged, out, true);
+    return true;
+  }
   if (contiguous && !t.isContiguous()) {
     Tensor copy = t.contiguousCopy();
     describe(copy, out, true);
     run->keepAlive.push_back(std::move(copy));
-    return;
+    return true;
   }
   describe(t, out, contiguous);
+  return true;
 }
 
 bool feedImpl(RunState *run, int64_t id, DType dtype, UnrankedMemRef *out,
@@ -122,7 +165,8 @@ bool feedImpl(RunState *run, int64_t id, DType dtype, UnrankedMemRef *out,
   }
   if (!checkTensor(run, t, dtype, expectedRank, "feed", id))
     return false;
-  describeInput(run, t, out, contiguous);
+  if (!describeInput(run, t, out, contiguous))
+    return false;
   run->keepAlive.push_back(std::move(t));
   return true;
 }
@@ -138,8 +182,7 @@ bool stateImpl(RunState *run, int64_t id, DType dtype, UnrankedMemRef *out,
     failRun(run, "state " + std::to_string(id) + ": dtype mismatch");
     return false;
   }
-  describeInput(run, t, out, contiguous);
-  return true;
+  return describeInput(run, t, out, contiguous);
 }
 
 /// FNV-1a over the elements of `t` in row-major order (any strides).
@@ -178,7 +221,7 @@ void fetchImpl(RunState *run, int64_t id, DType dtype,
     // reused while a fetched tensor holds it.
     std::shared_ptr<void> &owner = run->published[d->allocated];
     if (!owner)
-      owner = std::shared_ptr<void>(d->allocated, hostFree);
+      owner = std::shared_ptr<void>(d->allocated, releaseFunction(run));
     t.owner = owner;
     if (run->verifyFetches)
       run->fetchChecks.push_back({id, t, hashElements(t)});
@@ -343,16 +386,16 @@ void terra_rt_check(bool ok, int64_t message) {
 /// caching host allocator (HostAllocator.h): every buffer of a run is
 /// tracked so a cancelled run can release them all.
 void *_mlir_memref_to_llvm_alloc(size_t size) {
-  void *p = hostAlloc(size);
-  if (current)
-    current->buffers.insert(p);
+  void *p = allocBuffer(size, 0);
+  if (!p)
+    unwind(current);
   return p;
 }
 
 void *_mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t size) {
-  void *p = hostAlloc(size, alignment);
-  if (current)
-    current->buffers.insert(p);
+  void *p = allocBuffer(size, alignment);
+  if (!p)
+    unwind(current);
   return p;
 }
 
@@ -363,7 +406,7 @@ void _mlir_memref_to_llvm_free(void *p) {
     return;
   auto it = current->published.find(p);
   if (it == current->published.end()) {
-    hostFree(p);
+    releaseFunction(current)(p);
     return;
   }
   // Published by a fetch: the fetched tensors keep it alive.
@@ -374,11 +417,9 @@ void _mlir_memref_to_llvm_free(void *p) {
 
 } // extern "C"
 
-extern "C" void memrefCopy(int64_t, void *, void *);
-
-std::vector<std::pair<llvm::StringRef, void *>>
+std::vector<std::pair<const char *, void *>>
 terra::rt::detail::runtimeSymbols() {
-  std::vector<std::pair<llvm::StringRef, void *>> syms;
+  std::vector<std::pair<const char *, void *>> syms;
 #define TERRA_RT_SYMBOL(NAME) syms.push_back({#NAME, (void *)&NAME});
 #define TERRA_RT_DTYPE_SYMBOLS(SUFFIX)                                         \
   TERRA_RT_SYMBOL(_mlir_ciface_terra_rt_feed_##SUFFIX)                         \
@@ -404,9 +445,7 @@ terra::rt::detail::runtimeSymbols() {
   TERRA_RT_SYMBOL(_mlir_memref_to_llvm_alloc)
   TERRA_RT_SYMBOL(_mlir_memref_to_llvm_aligned_alloc)
   TERRA_RT_SYMBOL(_mlir_memref_to_llvm_free)
-  TERRA_RT_SYMBOL(memrefCopy)
 #undef TERRA_RT_DTYPE_SYMBOLS
 #undef TERRA_RT_SYMBOL
-  appendLibrarySymbols(syms);
   return syms;
 }

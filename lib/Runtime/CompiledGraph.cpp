@@ -7,7 +7,7 @@
 // module, and loaded directly.
 //
 //===----------------------------------------------------------------------===//
-#include "RuntimeInternal.h"
+#include "CompileInternal.h"
 
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
@@ -98,9 +98,16 @@ static std::string errorString(llvm::Error err) {
   return s;
 }
 
+/// memref.copy of non-identity layouts (mlir_c_runner_utils).
+extern "C" void memrefCopy(int64_t, void *, void *);
+
 static llvm::orc::SymbolMap symbolMap(llvm::orc::MangleAndInterner &mangle) {
   llvm::orc::SymbolMap map;
-  for (auto [name, addr] : terra::rt::detail::runtimeSymbols())
+  std::vector<std::pair<const char *, void *>> syms =
+      terra::rt::detail::runtimeSymbols();
+  terra::rt::detail::appendLibrarySymbols(syms);
+  syms.push_back({"memrefCopy", reinterpret_cast<void *>(&memrefCopy)});
+  for (auto [name, addr] : syms)
     map[mangle(name)] = {llvm::orc::ExecutorAddr::fromPtr(addr),
                          llvm::JITSymbolFlags::Exported};
 #ifdef TERRA_TSAN

@@ -10,22 +10,24 @@ using namespace terra::rt;
 namespace {
 /// Calls the graph; returns true if it unwound. Kept free of C++ objects
 /// so longjmp back into it is well defined.
-bool invokeWithUnwind(void (*entry)(void **), std::jmp_buf *buf) {
+bool invokeWithUnwind(void (*entry)(void **), void **args, std::jmp_buf *buf) {
   if (setjmp(*buf))
     return true;
-  entry(nullptr);
+  entry(args);
   return false;
 }
-} // namespace
 
-void CompiledGraph::invoke(RunState &run) const {
+/// Runs one iteration: `entry(args)` with `run` current on this thread,
+/// then releases what the run still holds and sets its status.
+void invokeRun(void (*entry)(void **), void **args,
+               const std::vector<std::string> &asserts, RunState &run) {
   RunState *&current = detail::currentRun();
   current = &run;
   run.assertMessages = asserts;
   std::jmp_buf buf;
   run.jump = &buf;
   auto start = std::chrono::steady_clock::now();
-  bool unwound = invokeWithUnwind(entry, &buf);
+  bool unwound = invokeWithUnwind(entry, args, &buf);
   run.execSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count() -
@@ -34,9 +36,10 @@ void CompiledGraph::invoke(RunState &run) const {
   // except those published by a fetch: fetched tensors own them now.
   if (run.verifyFetches)
     detail::verifyPublished(run, nullptr);
+  void (*release)(void *) = run.memory.free ? run.memory.free : hostFree;
   for (void *p : run.buffers)
     if (!run.published.count(p))
-      hostFree(p);
+      release(p);
   run.buffers.clear();
   run.published.clear();
   run.fetchChecks.clear();
@@ -49,6 +52,22 @@ void CompiledGraph::invoke(RunState &run) const {
   run.jump = nullptr;
   current = nullptr;
   run.channels.close();
+}
+
+/// The packed-interface shape of a plain `void graph()`: `args` points at
+/// the function.
+void callPlainGraph(void **args) { (*reinterpret_cast<void (**)()>(args))(); }
+} // namespace
+
+void CompiledGraph::invoke(RunState &run) const {
+  invokeRun(entry, nullptr, asserts, run);
+}
+
+void terra::rt::runGraphFunction(
+    void (*graph)(), RunState &run,
+    const std::vector<std::string> &checkMessages) {
+  invokeRun(callPlainGraph, reinterpret_cast<void **>(&graph), checkMessages,
+            run);
 }
 
 bool RunState::defaultVerifyFetches() {

@@ -5,8 +5,6 @@
 //===----------------------------------------------------------------------===//
 #include "terra/Runtime/HostAllocator.h"
 
-#include "llvm/Support/MathExtras.h"
-
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -18,6 +16,24 @@ namespace {
 
 constexpr uint64_t kMagic = 0x7465727261686131ULL; // "terraha1"
 constexpr size_t kBaseAlign = 64;
+
+// Plain arithmetic instead of llvm/Support/MathExtras.h: the runtime core
+// has no LLVM dependency (it travels to GPU machines, docs/gpu.md).
+unsigned log2Floor(size_t v) {
+  unsigned log = 0;
+  while (v >>= 1)
+    ++log;
+  return log;
+}
+size_t alignUp(size_t v, size_t align) {
+  return (v + align - 1) / align * align;
+}
+size_t powerOf2Ceil(size_t v) {
+  size_t p = 1;
+  while (p < v)
+    p <<= 1;
+  return p;
+}
 
 /// In front of every block.
 struct Header {
@@ -47,7 +63,7 @@ Cache &cache() {
 /// `size` bytes (aligned to `alignment`, a power of two >= 64) and a header
 /// recording `sizeClass`, from the system.
 void *systemAlloc(size_t size, size_t alignment, size_t sizeClass) {
-  size_t total = llvm::alignTo(size + alignment, alignment);
+  size_t total = alignUp(size + alignment, alignment);
   void *raw = std::aligned_alloc(alignment, total);
   if (!raw) {
     std::fprintf(stderr,
@@ -83,14 +99,13 @@ size_t hostSizeClass(size_t size) {
   if (size < kMinCached)
     return 0;
   // Four classes per power of two: steps of a quarter of the power below.
-  unsigned log = llvm::Log2_64(size);
+  unsigned log = log2Floor(size);
   size_t step = size_t(1) << (log - 2);
-  return llvm::alignTo(size, step);
+  return alignUp(size, step);
 }
 
 void *hostAlloc(size_t size, size_t alignment) {
-  alignment =
-      alignment <= kBaseAlign ? kBaseAlign : llvm::PowerOf2Ceil(alignment);
+  alignment = alignment <= kBaseAlign ? kBaseAlign : powerOf2Ceil(alignment);
   size_t sizeClass = alignment == kBaseAlign ? hostSizeClass(size) : 0;
   if (sizeClass == 0)
     return systemAlloc(size ? size : 1, alignment, 0);

@@ -16,8 +16,8 @@
 // through them and scratch buffers are ordinary RAII containers.
 //
 //===----------------------------------------------------------------------===//
+#include "CompileInternal.h"
 #include "LibraryGemm.h"
-#include "RuntimeInternal.h"
 #include "terra/Runtime/LibraryEntryPoints.h"
 
 #include <cblas.h>
@@ -183,7 +183,7 @@ int terra::rt::libraryThreads() { return openblas_get_num_threads(); }
 void terra::rt::setLibraryThreads(int n) { openblas_set_num_threads(n); }
 
 void terra::rt::detail::appendLibrarySymbols(
-    std::vector<std::pair<llvm::StringRef, void *>> &syms) {
+    std::vector<std::pair<const char *, void *>> &syms) {
 #define TERRA_LIB_SYMBOLS(SUFFIX)                                              \
   syms.push_back({"_mlir_ciface_terra_lib_matmul_" #SUFFIX,                    \
                   (void *)&_mlir_ciface_terra_lib_matmul_##SUFFIX});           \

@@ -46,8 +46,8 @@
 // frame, before any object with a destructor exists.
 //
 //===----------------------------------------------------------------------===//
+#include "CompileInternal.h"
 #include "LibraryGemm.h"
-#include "RuntimeInternal.h"
 #include "terra/Runtime/LibraryEntryPoints.h"
 
 #include <oneapi/dnnl/dnnl.hpp>

@@ -24,7 +24,7 @@
 //    name across partitions.
 //
 //===----------------------------------------------------------------------===//
-#include "RuntimeInternal.h"
+#include "CompileInternal.h"
 
 #include "mlir/ExecutionEngine/OptUtils.h"
 

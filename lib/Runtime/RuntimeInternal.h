@@ -5,22 +5,13 @@
 #include "terra/Runtime/GraphRunner.h"
 #include "terra/Runtime/HostAllocator.h"
 
-#include "llvm/ADT/StringRef.h"
-#include "llvm/Support/Error.h"
-
-#include <functional>
-#include <memory>
-
 #include <utility>
 #include <vector>
 
-namespace llvm {
-class MemoryBuffer;
-class Module;
-namespace orc {
-class JITTargetMachineBuilder;
-} // namespace orc
-} // namespace llvm
+// The runtime core (this header's users: API, Channels, GraphRunner, the
+// allocator, tensors) has no MLIR or LLVM dependency, so ahead-of-time
+// compiled graphs run without them (tools/terra-run-object). What the JIT
+// needs is in CompileInternal.h.
 
 namespace terra::rt {
 
@@ -37,27 +28,14 @@ RunState *&currentRun();
 /// zero-copy fetch changed since it was published. Checks the fetches of
 /// `buffer`, or with null those of every buffer the graph still holds.
 void verifyPublished(RunState &run, void *buffer);
-/// Names and addresses of every entry point compiled graphs call.
-std::vector<std::pair<llvm::StringRef, void *>> runtimeSymbols();
-/// Adds the GEMM/convolution entry points of Library.cpp and
-/// LibraryConv.cpp to `syms`.
-void appendLibrarySymbols(std::vector<std::pair<llvm::StringRef, void *>> &syms);
+/// Names and addresses of the core's entry points (API.cpp: feeds, fetches,
+/// control, buffers).
+std::vector<std::pair<const char *, void *>> runtimeSymbols();
 /// Fails the graph run executing on this thread with `message` and unwinds
 /// it; outside a run, prints the message and aborts. For the library entry
 /// points' argument checks: call it only from an entry point's own frame,
 /// before any C++ object with a destructor exists there.
 [[noreturn]] void failLibraryCall(const char *message);
-/// Optimizes and compiles a graph's LLVM module into object files on up to
-/// `threads` threads (ParallelCompile.cpp): the loop functions spread over
-/// partitions optimized at O2 and compiled at O3, the entry function
-/// `entry` and its glue in one optimized at O1 and compiled at O0. Defines the packed
-/// entry point `_mlir_<entry>(void **)`. `beforeOptimizing` runs on every
-/// partition first (TSan instrumentation).
-llvm::Expected<std::vector<std::unique_ptr<llvm::MemoryBuffer>>>
-compileModuleInParallel(
-    std::unique_ptr<llvm::Module> module, llvm::StringRef entry,
-    unsigned threads, const llvm::orc::JITTargetMachineBuilder &tmBuilder,
-    const std::function<void(llvm::Module &)> &beforeOptimizing);
 } // namespace detail
 
 } // namespace terra::rt

@@ -57,6 +57,18 @@ public:
   bool verifyFetches = defaultVerifyFetches();
   static bool defaultVerifyFetches();
 
+  /// Where the graph's buffers live. The default is host memory from the
+  /// caching host allocator. A graph whose kernels run on a GPU needs memory
+  /// the device reaches (CUDA managed memory, docs/gpu.md): then feeds and
+  /// state are staged into such buffers too (`stageInputs`), and fetched
+  /// buffers are released with `free` when the host lets go of them.
+  struct BufferMemory {
+    void *(*alloc)(size_t size, size_t alignment) = nullptr; ///< null: host
+    void (*free)(void *) = nullptr;                          ///< null: host
+    bool stageInputs = false;
+  };
+  BufferMemory memory;
+
   // Used by the runtime entry points on the runner thread.
   std::vector<Tensor> keepAlive;
   std::vector<Tensor> hostArgs, hostResults;
@@ -114,6 +126,14 @@ private:
   struct ObjectJit;
   std::unique_ptr<ObjectJit> objectJit;
 };
+
+/// Runs `graph`, a graph's host function compiled ahead of time (`void
+/// graph()`: the host object of a lowered `terra.graph` linked into a shared
+/// library, see tools/terra-run-object), as one iteration of `run` on the
+/// calling thread, like CompiledGraph::invoke. `checkMessages` are the
+/// messages of the graph's runtime checks (`terra.asserts`), by index.
+void runGraphFunction(void (*graph)(), RunState &run,
+                      const std::vector<std::string> &checkMessages = {});
 
 /// Runs iterations of one graph on a dedicated thread.
 class GraphRunner {
