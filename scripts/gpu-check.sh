@@ -1,0 +1,80 @@
+#!/bin/bash
+# The GPU machine's checks (docs/gpu.md "Carrying a build to a GPU machine").
+# Runs there, from the repository root, with .gpu-bundle (scripts/gpu-bundle.py)
+# carried; writes logs and JSON under $OUT. Each part has its own time limit,
+# and the whole stays inside GPU_CHECK_BUDGET_S (default 480) so a device
+# lease is not overrun; benchmark results are written after each program.
+#   1. the CUDA runtime tests (Device.* must pass, not skip);
+#   2. the GPU graphs of test/gpu/cases.py against torch CUDA;
+#   3. per-kernel time and DRAM bytes of the pointwise graph under ncu;
+#   4. the benchmark suite, full size, eager and torch.compile.
+set -u
+OUT=${OUT:-/tmp/gpu-check}
+mkdir -p "$OUT"
+BUDGET=${GPU_CHECK_BUDGET_S:-480}
+START=$(date +%s)
+left() { echo $((BUDGET - ($(date +%s) - START))); }
+B=.gpu-bundle
+export PYTHONUNBUFFERED=1
+
+echo "== machine"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+python3 -c "import sys, torch; print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda)"
+# cuBLAS for the graphs' GEMMs: the toolkit's, else the one torch ships.
+CUBLAS_DIR=$(dirname "$( (ls /usr/local/cuda/lib64/libcublas.so.13* 2>/dev/null;
+  python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null |
+  xargs -I{} find {} -name 'libcublas.so.13*' 2>/dev/null) | head -1)")
+echo "cublas: $CUBLAS_DIR"
+export LD_LIBRARY_PATH=$PWD/$B/lib:$CUBLAS_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+echo "== 1. CUDA runtime tests"
+timeout 120 $B/bin/CudaRuntimeTests 2>&1 | tee "$OUT/runtime-tests.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED) |OK \] Device|FAILED|Skipped|error" | head -40
+
+echo "== 2. GPU graphs vs torch CUDA"
+timeout 150 python3 test/gpu/check_graphs.py --bundle $B --json "$OUT/graphs.json" 2>&1 | tee "$OUT/graphs.log"
+
+echo "== 3. ncu: the pointwise graph's kernels (time, DRAM bytes)"
+if command -v ncu >/dev/null && [ "$(left)" -gt 300 ]; then
+  python3 - <<'PY'
+import numpy as np
+rng = np.random.default_rng(0)
+np.save("/tmp/pw_x.npy", rng.standard_normal((8192, 4096)).astype("float32"))
+np.save("/tmp/pw_y.npy", rng.standard_normal((4096,)).astype("float32"))
+PY
+  timeout 90 ncu --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+    --csv $B/bin/terra-run-object $B/graphs/pointwise.so --device cuda \
+    --feed 1=/tmp/pw_x.npy --feed 2=/tmp/pw_y.npy --repeat 2 > "$OUT/ncu-pointwise.csv" 2> "$OUT/ncu.err"
+  echo "ncu rc=$?"; grep -v '^==PROF==' "$OUT/ncu-pointwise.csv" | tail -8
+  tail -3 "$OUT/ncu.err"
+fi
+
+echo "== 4. benchmarks, full size, eager vs torch.compile ($(left) s left)"
+# Results stay outside $OUT (few files come back from a device run) and are
+# packed into $OUT/bench.tgz after each program.
+PROGRAMS="resnet50 bert_cls bert_qa gpt2 dcgan dropblock yolov3 music_transformer faster_rcnn sdpoint"
+export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-cache
+W=/tmp/bench
+mkdir -p $W/warm $W/runs
+pack() { tar czf "$OUT/bench.tgz" -C $W . 2>/dev/null; }
+# Warm Inductor's on-disk caches with every program at once (compilation is
+# CPU-bound, 16 cores), so the timed runs after it compile from the cache.
+WARM=$(( $(left) / 2 ))
+for p in $PROGRAMS; do
+  TORCHINDUCTOR_COMPILE_THREADS=4 timeout $WARM python3 benchmarks/run.py --programs $p \
+    --size full --device cuda --modes torch-compile --steps 1 --repeats 1 --warmup 3 \
+    --settle 0 --no-progress --out $W/warm/$p > $W/warm/$p.log 2>&1 &
+done
+wait
+echo "warm-up done ($(left) s left)"
+pack
+for p in $PROGRAMS; do
+  t=$(left)
+  if [ "$t" -lt 30 ]; then echo "skipped $p: budget spent"; continue; fi
+  timeout $((t - 10)) python3 benchmarks/run.py --programs $p --size full --device cuda \
+    --modes torch-compile --steps 10 --repeats 3 --warmup 3 --settle 2 --no-progress \
+    --out $W/runs/$p > $W/runs/$p.log 2>&1
+  echo "$p rc=$? ($(left) s left)"
+  tail -6 $W/runs/$p.log
+  pack
+done
+ls -la "$OUT"

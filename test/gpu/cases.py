@@ -1,0 +1,186 @@
+"""Graphs whose generated GPU code is checked on a GPU machine (docs/gpu.md).
+
+Each case is a `terra.graph` compiled here with `terra-gpu-pipeline` into a
+shared library (scripts/gpu-bundle.sh) and run there with
+`terra-run-object --device cuda` (scripts/gpu-check.sh); check_graphs.py
+compares every fetch with the same computation in torch on the GPU.
+
+A case: its MLIR, its feeds (id -> shape, dtype), its control decisions
+(terra-run-object's --case/--loop), the reference (a function of the feeds,
+as torch CUDA tensors, returning fetch id -> tensor) and a tolerance.
+"""
+
+POINTWISE = """
+module {
+  terra.graph @step {
+    %x = terra.feed 1 : tensor<?x?xf32>
+    %y = terra.feed 2 : tensor<?xf32>
+    %m = terra.op "aten.mul.Tensor"(%x, %y) : (tensor<?x?xf32>, tensor<?xf32>) -> tensor<?x?xf32>
+    %a = terra.op "aten.add.Tensor"(%m, %x) args {alpha = 1 : i64} : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+    %t = terra.op "aten.tanh"(%a) : (tensor<?x?xf32>) -> tensor<?x?xf32>
+    %s = terra.op "aten.sigmoid"(%t) : (tensor<?x?xf32>) -> tensor<?x?xf32>
+    terra.fetch 0 %s : tensor<?x?xf32>
+  }
+}
+"""
+
+# The graph of test/lit/GPU/ptxas.mlir: softmax, a reduction over the outer
+# dim, a full reduction, and a linear layer whose matmul is a cuBLAS call.
+SOFTMAX_REDUCE_LINEAR = """
+module {
+  terra.graph @step {
+    %x = terra.feed 1 : tensor<?x64xf32>
+    %m = terra.op "aten._softmax"(%x) args {dim = -1 : i64, half_to_float = false} : (tensor<?x64xf32>) -> tensor<?x64xf32>
+    %s = terra.op "aten.sum.dim_IntList"(%x) args {dim = [0]} : (tensor<?x64xf32>) -> tensor<64xf32>
+    %t = terra.op "aten.amax"(%x) args {dim = []} : (tensor<?x64xf32>) -> tensor<f32>
+    %w = terra.feed 2 : tensor<64x32xf32>
+    %b = terra.feed 3 : tensor<32xf32>
+    %y = terra.op "aten.addmm"(%b, %m, %w) : (tensor<32xf32>, tensor<?x64xf32>, tensor<64x32xf32>) -> tensor<?x32xf32>
+    %r = terra.op "aten.relu"(%y) : (tensor<?x32xf32>) -> tensor<?x32xf32>
+    terra.fetch 0 %r : tensor<?x32xf32>
+    terra.fetch 1 %s : tensor<64xf32>
+    terra.fetch 2 %t : tensor<f32>
+  }
+}
+"""
+
+LAYERNORM_BMM = """
+module {
+  terra.graph @step {
+    %x = terra.feed 1 : tensor<?x64xf32>
+    %w = terra.feed 2 : tensor<64xf32>
+    %b = terra.feed 3 : tensor<64xf32>
+    %r:3 = terra.op "aten.native_layer_norm"(%x, %w, %b) args {normalized_shape = [64], eps = 1.0e-5 : f64} : (tensor<?x64xf32>, tensor<64xf32>, tensor<64xf32>) -> (tensor<?x64xf32>, tensor<?x1xf32>, tensor<?x1xf32>)
+    terra.fetch 0 %r#0 : tensor<?x64xf32>
+    %a = terra.feed 4 : tensor<4x?x32xf32>
+    %c = terra.feed 5 : tensor<4x32x16xf32>
+    %m = terra.op "aten.bmm"(%a, %c) : (tensor<4x?x32xf32>, tensor<4x32x16xf32>) -> tensor<4x?x16xf32>
+    terra.fetch 1 %m : tensor<4x?x16xf32>
+  }
+}
+"""
+
+# One SGD step of a linear regression: forward, the loss, its gradient
+# through the transposed input (a cuBLAS call on a copied operand), and the
+# update.
+SGD_STEP = """
+module {
+  terra.graph @step {
+    %x = terra.feed 1 : tensor<?x16xf32>
+    %w = terra.feed 2 : tensor<16x8xf32>
+    %t = terra.feed 3 : tensor<?x8xf32>
+    %y = terra.op "aten.mm"(%x, %w) : (tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+    %l = terra.op "aten.mse_loss"(%y, %t) args {reduction = 1 : i64} : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<f32>
+    terra.fetch 0 %l : tensor<f32>
+    %one = terra.op "aten.ones_like"(%l) args {dtype, layout, device, pin_memory, memory_format} : (tensor<f32>) -> tensor<f32>
+    %gy = terra.op "aten.mse_loss_backward"(%one, %y, %t) args {reduction = 1 : i64} : (tensor<f32>, tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+    %xt = terra.op "aten.t"(%x) : (tensor<?x16xf32>) -> tensor<16x?xf32>
+    %gw = terra.op "aten.mm"(%xt, %gy) : (tensor<16x?xf32>, tensor<?x8xf32>) -> tensor<16x8xf32>
+    %n = terra.op "aten.sub.Tensor"(%w, %gw) args {alpha = 1.0e-01 : f64} : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+    terra.fetch 1 %n : tensor<16x8xf32>
+  }
+}
+"""
+
+# A merged graph's control flow: a switch on a case select and a loop on a
+# host condition, decided on the command line.
+SWITCH_LOOP = """
+module {
+  terra.graph @step {
+    %x = terra.feed 1 : tensor<?x4xf32>
+    %w = terra.feed 2 : tensor<4xf32>
+    %c = terra.case_select 5 cases 2
+    %z = scf.index_switch %c -> tensor<?x4xf32>
+    case 0 {
+      %m = terra.op "aten.mul.Tensor"(%x, %w) : (tensor<?x4xf32>, tensor<4xf32>) -> tensor<?x4xf32>
+      scf.yield %m : tensor<?x4xf32>
+    }
+    default {
+      %e = terra.op "aten.exp"(%x) : (tensor<?x4xf32>) -> tensor<?x4xf32>
+      scf.yield %e : tensor<?x4xf32>
+    }
+    %o = scf.while (%a = %z) : (tensor<?x4xf32>) -> tensor<?x4xf32> {
+      %k = terra.loop_cond 7
+      scf.condition(%k) %a : tensor<?x4xf32>
+    } do {
+    ^bb0(%a: tensor<?x4xf32>):
+      %n = terra.op "aten.mul.Tensor"(%a, %a) : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+      scf.yield %n : tensor<?x4xf32>
+    }
+    terra.fetch 0 %o : tensor<?x4xf32>
+  }
+}
+"""
+
+FULL_SUM_F64 = """
+module {
+  terra.graph @step {
+    %x = terra.feed 1 : tensor<?xf64>
+    %s = terra.op "aten.sum"(%x) args {dtype} : (tensor<?xf64>) -> tensor<f64>
+    %e = terra.op "aten.exp"(%x) : (tensor<?xf64>) -> tensor<?xf64>
+    terra.fetch 0 %s : tensor<f64>
+    terra.fetch 1 %e : tensor<?xf64>
+  }
+}
+"""
+
+
+def _pointwise(f):
+    import torch
+    return {0: torch.sigmoid(torch.tanh(f[1] * f[2] + f[1]))}
+
+
+def _softmax_reduce_linear(f):
+    import torch
+    m = torch.softmax(f[1], -1)
+    return {0: torch.relu(torch.addmm(f[3], m, f[2])), 1: f[1].sum(0), 2: f[1].amax()}
+
+
+def _layernorm_bmm(f):
+    import torch
+    return {0: torch.nn.functional.layer_norm(f[1], [64], f[2], f[3], 1e-5),
+            1: torch.bmm(f[4], f[5])}
+
+
+def _sgd_step(f):
+    import torch
+    w = f[2].clone().requires_grad_()
+    loss = torch.nn.functional.mse_loss(f[1] @ w, f[3])
+    loss.backward()
+    return {0: loss.detach(), 1: (w - 0.1 * w.grad).detach()}
+
+
+def _switch_loop(case, trips):
+    def ref(f):
+        z = f[1] * f[2] if case == 0 else f[1].exp()
+        for _ in range(trips):
+            z = z * z
+        return {0: z}
+    return ref
+
+
+def _full_sum_f64(f):
+    return {0: f[1].sum(), 1: f[1].exp()}
+
+
+CASES = [
+    # name, mlir, feeds {id: (shape, dtype)}, decisions, reference, rtol, atol
+    ("pointwise", POINTWISE, {1: ((1000, 513), "float32"), 2: ((513,), "float32")},
+     [], _pointwise, 1e-5, 1e-6),
+    ("softmax_reduce_linear", SOFTMAX_REDUCE_LINEAR,
+     {1: ((300, 64), "float32"), 2: ((64, 32), "float32"), 3: ((32,), "float32")},
+     [], _softmax_reduce_linear, 1e-4, 1e-5),
+    ("layernorm_bmm", LAYERNORM_BMM,
+     {1: ((257, 64), "float32"), 2: ((64,), "float32"), 3: ((64,), "float32"),
+      4: ((4, 37, 32), "float32"), 5: ((4, 32, 16), "float32")},
+     [], _layernorm_bmm, 1e-4, 1e-5),
+    ("sgd_step", SGD_STEP,
+     {1: ((96, 16), "float32"), 2: ((16, 8), "float32"), 3: ((96, 8), "float32")},
+     [], _sgd_step, 1e-4, 1e-5),
+    ("switch_case0_loop2", SWITCH_LOOP, {1: ((33, 4), "float32"), 2: ((4,), "float32")},
+     ["--case", "5=0", "--loop", "7=1", "--loop", "7=1", "--loop", "7=0"],
+     _switch_loop(0, 2), 1e-5, 1e-6),
+    ("switch_case1_loop0", SWITCH_LOOP, {1: ((33, 4), "float32"), 2: ((4,), "float32")},
+     ["--case", "5=1", "--loop", "7=0"], _switch_loop(1, 0), 1e-5, 1e-6),
+    ("full_sum_f64", FULL_SUM_F64, {1: ((100003,), "float64")}, [], _full_sum_f64, 1e-10, 1e-10),
+]
