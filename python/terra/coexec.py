@@ -260,6 +260,8 @@ class CoExecutor(TapeRecorder, _Recorder):
         self.cursor = compiled.cursor
         self.cursor.reset()
         self.serialized = serialized
+        # The previous step's CoExecutor, dropped in _wait_run (function._coexec).
+        self.retired: Any = None
         self.handles: dict[int, tuple[int, int]] = {}
         self.validated = 0
         self.pending: dict[int, int] = {}  # id(engine op record) -> event index

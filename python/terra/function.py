@@ -200,6 +200,9 @@ class TerraFunction:
         self._node_shapes: dict[tuple, list[int]] = {}
         self.tapes: dict = {}
         self.host_dynamic: dict = {}
+        # The last co-executed step's CoExecutor, kept alive until the next
+        # replayed step waits for its run to end (see _coexec).
+        self._retired: Any = None
 
     # -- the call ------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -223,6 +226,7 @@ class TerraFunction:
             print(f"[terra] {self.__qualname__}: {text}", file=sys.stderr, flush=True)
 
     def _go_eager(self, reason: str) -> None:
+        self._retired = None
         self.phase = "eager"
         self.eager_reason = reason
         warnings.warn(f"terra.function {self.__qualname__} runs eagerly from now on: {reason}",
@@ -230,6 +234,7 @@ class TerraFunction:
         self._log(f"-> eager ({reason})")
 
     def _trace(self, args: tuple, kwargs: dict) -> Any:
+        self._retired = None
         self.stats.tracing_iterations += 1
         start = time.perf_counter()
         recorder = tracing._Recorder(self.registry, args, kwargs, sys._getframe())
@@ -528,6 +533,13 @@ class TerraFunction:
     def _coexec(self, args: tuple, kwargs: dict) -> Any:
         start = time.perf_counter()
         ex = CoExecutor(self, self.registry, args, kwargs, sys._getframe(), self.serialized)
+        # Freeing a step's records (its placeholders, entries, recorder)
+        # costs the host ~0.5-1 ms of deallocation. The step's CoExecutor is
+        # handed to the next one, which drops it while it waits for its own
+        # run's tail (CoExecutor.retired, replay._wait_run), when the host
+        # has nothing else to do; a step that does not get there frees it
+        # when it returns.
+        ex.retired, self._retired = self._retired, None
         # A replay runs no torch compute on the host but its random numbers
         # (serial kernels) and copies nothing (Run.fetch_into): torch keeps
         # its threads unless the iteration leaves its tape (CoExecutor.
@@ -538,6 +550,9 @@ class TerraFunction:
                 return self._coexec_with(ex, start, args, kwargs)
             finally:
                 ex.release()
+                ex.retired = None
+                ex.run = None  # the run's buffers go now; only Python records wait
+                self._retired = ex
 
     def _coexec_with(self, ex: CoExecutor, start: float, args: tuple, kwargs: dict) -> Any:
         it = self.stats.tracing_iterations + self.stats.coexec_iterations + self.stats.eager_iterations

@@ -820,6 +820,7 @@ class TapeRecorder:
     def _wait_run(self) -> tuple:
         """Waits for the run to end; the time counts as host stall (the
         host waits for the graph, as at a fetch)."""
+        self.retired = None  # the previous step's records, freed while the graph finishes
         start = time.perf_counter()
         status = self.run.wait()
         self.end_wait_s += time.perf_counter() - start
