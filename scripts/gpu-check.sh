@@ -33,7 +33,7 @@ timeout 120 $B/bin/CudaRuntimeTests 2>&1 | tee "$OUT/runtime-tests.log" | grep -
 echo "== 2. GPU graphs vs torch CUDA"
 timeout 150 python3 test/gpu/check_graphs.py --bundle $B --json "$OUT/graphs.json" 2>&1 | tee "$OUT/graphs.log"
 
-echo "== 3. ncu: the pointwise graph's kernels (time, DRAM bytes)"
+echo "== 3. ncu: the pointwise graph's kernels (time, DRAM bytes), device then managed memory"
 if command -v ncu >/dev/null && [ "$(left)" -gt 300 ]; then
   python3 - <<'PY'
 import numpy as np
@@ -41,10 +41,12 @@ rng = np.random.default_rng(0)
 np.save("/tmp/pw_x.npy", rng.standard_normal((8192, 4096)).astype("float32"))
 np.save("/tmp/pw_y.npy", rng.standard_normal((4096,)).astype("float32"))
 PY
-  timeout 90 ncu --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
-    --csv $B/bin/terra-run-object $B/graphs/pointwise.so --device cuda \
-    --feed 1=/tmp/pw_x.npy --feed 2=/tmp/pw_y.npy --repeat 2 > "$OUT/ncu-pointwise.csv" 2> "$OUT/ncu.err"
-  echo "ncu rc=$?"; grep -v '^==PROF==' "$OUT/ncu-pointwise.csv" | tail -8
+  for mem in device managed; do
+    timeout 90 ncu --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+      --csv $B/bin/terra-run-object $B/graphs/pointwise.so --device cuda --memory $mem \
+      --feed 1=/tmp/pw_x.npy --feed 2=/tmp/pw_y.npy --repeat 2 > "$OUT/ncu-pointwise-$mem.csv" 2>> "$OUT/ncu.err"
+    echo "ncu ($mem memory) rc=$?"; grep -v '^==PROF==' "$OUT/ncu-pointwise-$mem.csv" | grep step_kernel | tail -6
+  done
   tail -3 "$OUT/ncu.err"
 fi
 

@@ -125,27 +125,69 @@ bool checkTensor(RunState *run, const Tensor &t, DType dtype, int64_t rank,
 /// (the `_contiguous` entry points, identity-layout memrefs) as a row-major
 /// buffer: `t` itself when it is one, else a copy the run keeps alive. The
 /// graph never writes into these buffers (they are read-only tensors).
-bool describeInput(RunState *run, const Tensor &t, UnrankedMemRef *out,
-                   bool contiguous) {
-  if (run->memory.stageInputs) {
-    // The graph's kernels cannot reach host memory: stage a row-major copy
-    // into a buffer of the run (released with the run's other buffers).
-    Tensor src = t.isContiguous() ? t : t.contiguousCopy();
-    size_t bytes = size_t(src.numel()) * dtypeSize(src.dtype);
-    Tensor staged;
-    staged.dtype = src.dtype;
-    staged.sizes = src.sizes;
-    staged.data = run->memory.alloc(bytes ? bytes : 1, 0);
-    if (!staged.data) {
-      failRun(run, "cannot allocate " + std::to_string(bytes) +
-                       " bytes of device-reachable memory for an input");
+/// Stages host tensor `t` into a row-major buffer of the run's memory
+/// (RunState::memory: the graph's kernels cannot reach host memory),
+/// released with the run's other buffers, and describes it.
+bool stageInput(RunState *run, const Tensor &t, UnrankedMemRef *out) {
+  Tensor src = t.isContiguous() ? t : t.contiguousCopy();
+  size_t bytes = size_t(src.numel()) * dtypeSize(src.dtype);
+  Tensor staged;
+  staged.dtype = src.dtype;
+  staged.sizes = src.sizes;
+  staged.data = run->memory.alloc(bytes ? bytes : 1, 0);
+  if (!staged.data) {
+    failRun(run, "cannot allocate " + std::to_string(bytes) +
+                     " bytes of device-reachable memory for an input");
+    return false;
+  }
+  run->buffers.insert(staged.data);
+  if (run->memory.toDevice) {
+    if (!run->memory.toDevice(staged.data, src.data, bytes)) {
+      failRun(run, "copying an input of " + std::to_string(bytes) +
+                       " bytes to the device failed");
       return false;
     }
+  } else {
     std::memcpy(staged.data, src.data, bytes);
-    run->buffers.insert(staged.data);
-    describe(staged, out, true);
+  }
+  describe(staged, out, true);
+  return true;
+}
+
+/// A host copy of `t`, a view of memory the host cannot read (the run's
+/// device memory, RunState::memory.toHost): the span the view covers is
+/// copied out, then made row-major on the host. False if the copy failed.
+bool copyOut(RunState *run, const Tensor &t, Tensor &out) {
+  size_t es = dtypeSize(t.dtype);
+  int64_t n = t.numel();
+  if (n == 0) {
+    out = Tensor::empty(t.dtype, t.sizes);
     return true;
   }
+  // Lowest and highest element the view touches (strides may be negative
+  // or zero).
+  int64_t lo = 0, hi = 0;
+  for (size_t d = 0; d < t.sizes.size(); ++d) {
+    int64_t reach = (t.sizes[d] - 1) * t.strides[d];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  Tensor span = Tensor::empty(t.dtype, {hi - lo + 1});
+  if (!run->memory.toHost(span.data, static_cast<char *>(t.data) + lo * es,
+                          size_t(hi - lo + 1) * es))
+    return false;
+  Tensor v = t;
+  v.data = static_cast<char *>(span.data) - lo * es;
+  v.owner = span.owner;
+  out = v.isContiguous() && lo == 0 && hi + 1 == n ? span : v.contiguousCopy();
+  out.sizes = t.sizes;
+  out.strides = contiguousStrides(t.sizes);
+  return true;
+}
+
+bool describeInput(RunState *run, const Tensor &t, UnrankedMemRef *out,
+                   bool contiguous) {
+  if (run->memory.stageInputs)
+    return stageInput(run, t, out);
   if (contiguous && !t.isContiguous()) {
     Tensor copy = t.contiguousCopy();
     describe(copy, out, true);
@@ -207,10 +249,22 @@ uint64_t hashElements(const Tensor &t) {
   return h;
 }
 
-void fetchImpl(RunState *run, int64_t id, DType dtype,
+bool fetchImpl(RunState *run, int64_t id, DType dtype,
                const UnrankedMemRef *in) {
   auto *d = static_cast<const RankedDescriptor *>(in->descriptor);
   Tensor t = view(in, dtype);
+  if (run->memory.toHost) {
+    // Device memory: the host gets a copy (every buffer the graph reads is
+    // in it, staged inputs included).
+    Tensor host;
+    if (!copyOut(run, t, host)) {
+      failRun(run, "fetch " + std::to_string(id) +
+                       ": copying the value from the device failed");
+      return false;
+    }
+    run->channels.publishFetch(id, std::move(host));
+    return true;
+  }
   if (run->buffers.count(d->allocated)) {
     // A buffer of this run: publish it without a copy. The graph never
     // writes into a buffer after fetching it: every lowering writes into
@@ -226,13 +280,30 @@ void fetchImpl(RunState *run, int64_t id, DType dtype,
     if (run->verifyFetches)
       run->fetchChecks.push_back({id, t, hashElements(t)});
     run->channels.publishFetch(id, std::move(t));
-    return;
+    return true;
   }
   // Memory the run does not own is copied: feeds and state are host memory
   // the host may change in place later (committing state, in-place ops), a
   // host op's result belongs to the host executor, and constants live in
   // the JIT module, which may be gone before the fetched tensor.
   run->channels.publishFetch(id, t.contiguousCopy());
+  return true;
+}
+
+/// A host op's argument: a host copy of the graph's value.
+bool hostArgImpl(RunState *run, DType dtype, const UnrankedMemRef *in) {
+  Tensor t = view(in, dtype);
+  if (!run->memory.toHost) {
+    run->hostArgs.push_back(t.contiguousCopy());
+    return true;
+  }
+  Tensor host;
+  if (!copyOut(run, t, host)) {
+    failRun(run, "copying a host op's argument from the device failed");
+    return false;
+  }
+  run->hostArgs.push_back(std::move(host));
+  return true;
 }
 
 bool hostCallImpl(RunState *run, int64_t id) {
@@ -265,6 +336,8 @@ bool hostResultImpl(RunState *run, int64_t index, DType dtype,
                      dtypeName(dtype));
     return false;
   }
+  if (run->memory.stageInputs)
+    return stageInput(run, t, out);
   if (!t.isContiguous())
     t = t.contiguousCopy();
   describe(t, out);
@@ -321,10 +394,12 @@ extern "C" {
       unwind(current);                                                         \
   }                                                                            \
   void _mlir_ciface_terra_rt_fetch_##SUFFIX(int64_t id, UnrankedMemRef *in) {  \
-    fetchImpl(current, id, DTYPE, in);                                         \
+    if (!fetchImpl(current, id, DTYPE, in))                                    \
+      unwind(current);                                                         \
   }                                                                            \
   void _mlir_ciface_terra_rt_host_arg_##SUFFIX(UnrankedMemRef *in) {           \
-    current->hostArgs.push_back(view(in, DTYPE).contiguousCopy());             \
+    if (!hostArgImpl(current, DTYPE, in))                                      \
+      unwind(current);                                                         \
   }                                                                            \
   void _mlir_ciface_terra_rt_host_result_##SUFFIX(UnrankedMemRef *out,         \
                                                   int64_t index) {             \

@@ -97,6 +97,15 @@ TEST_F(NoDriver, MemoryEntryPointsFailCleanly) {
   mgpuMemFree(nullptr, nullptr);
   terra::cuda::freeManaged(nullptr);
   EXPECT_EQ(terra::cuda::takeLastError(), "");
+  EXPECT_EQ(terra::cuda::allocDevice(64), nullptr);
+  EXPECT_TRUE(contains(terra::cuda::takeLastError(), "allocDevice"));
+  float host[4] = {1, 2, 3, 4};
+  EXPECT_FALSE(terra::cuda::copyToDevice(host, host, sizeof host));
+  EXPECT_TRUE(contains(terra::cuda::takeLastError(), "copyToDevice"));
+  EXPECT_FALSE(terra::cuda::copyToHost(host, host, sizeof host));
+  EXPECT_TRUE(contains(terra::cuda::takeLastError(), "copyToHost"));
+  terra::cuda::freeDevice(nullptr);
+  EXPECT_EQ(terra::cuda::takeLastError(), "");
 }
 
 std::vector<std::string> handled;
@@ -262,6 +271,28 @@ TEST_F(Device, MemsetOnDeviceMemory) {
   for (int i = 0; i < 256; ++i)
     ASSERT_EQ(p[i], 0x3f800000u);
   mgpuMemFree(p, nullptr);
+}
+
+TEST_F(Device, DeviceMemoryRoundTripsAndIsReused) {
+  std::vector<float> in(1000), out(1000, 0.0f);
+  for (int i = 0; i < 1000; ++i)
+    in[i] = i * 0.5f;
+  void *p = terra::cuda::allocDevice(in.size() * sizeof(float));
+  ASSERT_NE(p, nullptr) << terra::cuda::takeLastError();
+  ASSERT_TRUE(terra::cuda::copyToDevice(p, in.data(), 4000));
+  // A kernel-free device-side op on it: memset the first 10 elements.
+  mgpuMemset32(p, 0x3f800000u, 10, nullptr);
+  mgpuStreamSynchronize(nullptr);
+  ASSERT_TRUE(terra::cuda::copyToHost(out.data(), p, 4000));
+  for (int i = 0; i < 1000; ++i)
+    ASSERT_EQ(out[i], i < 10 ? 1.0f : in[i]) << i;
+  terra::cuda::freeDevice(p);
+  // The block is cached: the same size gets it back.
+  void *q = terra::cuda::allocDevice(4000);
+  EXPECT_EQ(q, p);
+  terra::cuda::freeDevice(q);
+  terra::cuda::releaseDeviceCache();
+  EXPECT_EQ(terra::cuda::takeLastError(), "");
 }
 
 TEST_F(Device, CublasMatmulMatchesReference) {

@@ -15,6 +15,10 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <set>
 #include <thread>
 
 using namespace terra::rt;
@@ -650,6 +654,114 @@ TEST_F(GraphTest, FetchesOfGraphBuffersAreNotCopied) {
   EXPECT_EQ(at(again, 0), -5);
   for (int i = 0; i < 4; ++i)
     EXPECT_EQ(at(a, i), -(i + 1.0f));
+}
+
+// Memory the host must not read directly, standing in for GPU device
+// memory (RunState::memory with toDevice/toHost): it tracks every block and
+// counts the copies in and out; `failCopies` makes copies out fail.
+struct FakeDevice {
+  static std::mutex mu;
+  static std::set<void *> live;
+  static int copiesIn, copiesOut;
+  static bool failCopies;
+  static void *alloc(size_t n, size_t) {
+    void *p = std::malloc(n);
+    std::lock_guard<std::mutex> lock(mu);
+    live.insert(p);
+    return p;
+  }
+  static void release(void *p) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      EXPECT_EQ(live.erase(p), 1u) << "not a device block";
+    }
+    std::free(p);
+  }
+  static bool in(void *dst, const void *src, size_t n) {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_TRUE(live.count(dst)) << "copy in to host memory";
+    ++copiesIn;
+    std::memcpy(dst, src, n);
+    return true;
+  }
+  static bool out(void *dst, const void *src, size_t n) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (failCopies)
+      return false;
+    ++copiesOut;
+    std::memcpy(dst, src, n);
+    return true;
+  }
+  static bool isDevice(const void *p) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = live.upper_bound(const_cast<void *>(p));
+    return it != live.begin() && *std::prev(it) == p;
+  }
+  static RunState::BufferMemory memory() {
+    live.clear();
+    copiesIn = copiesOut = 0;
+    failCopies = false;
+    return {alloc, release, true, in, out};
+  }
+};
+std::mutex FakeDevice::mu;
+std::set<void *> FakeDevice::live;
+int FakeDevice::copiesIn, FakeDevice::copiesOut;
+bool FakeDevice::failCopies;
+
+TEST_F(GraphTest, DeviceMemoryRunCopiesEveryValueInAndOut) {
+  auto g = compile(kGraph);
+  ASSERT_TRUE(g);
+  GraphRunner runner(*g);
+  auto run = std::make_shared<RunState>();
+  run->memory = FakeDevice::memory();
+  HostOpFn square = squareHostOp();
+  bool argOnHost = true;
+  run->hostOps = [&](int64_t id, const std::vector<Tensor> &in,
+                     std::vector<Tensor> &out, std::string &err) {
+    for (const Tensor &t : in)
+      argOnHost = argOnHost && !FakeDevice::isDevice(t.data);
+    return square(id, in, out, err);
+  };
+  Tensor feed = vecF32({1, 2, 3, 4});
+  run->channels.sendFeed(1, feed);
+  run->channels.sendCase(2, 1);
+  run->channels.sendLoop(3, true);
+  run->channels.sendLoop(3, false);
+  runner.start(run);
+  auto done = runner.wait();
+  ASSERT_EQ(done->status, RunState::Status::Ok) << done->error;
+  Tensor neg, out;
+  ASSERT_TRUE(done->channels.waitFetch(0, 1, neg));
+  ASSERT_TRUE(done->channels.waitFetch(1, 1, out));
+  EXPECT_EQ(at(neg, 3), -4);
+  EXPECT_FLOAT_EQ(at(out, 1), 16); // (-2 * 2)^2
+  // Fetches and the host op's argument are host copies; the feed and the
+  // host op's result were copied in.
+  EXPECT_TRUE(argOnHost);
+  EXPECT_FALSE(FakeDevice::isDevice(neg.data));
+  EXPECT_FALSE(FakeDevice::isDevice(out.data));
+  EXPECT_EQ(FakeDevice::copiesIn, 2);
+  EXPECT_EQ(FakeDevice::copiesOut, 3);
+  // Every device block went back, fetched values included (they are copies).
+  EXPECT_TRUE(FakeDevice::live.empty());
+  EXPECT_TRUE(done->buffers.empty());
+}
+
+TEST_F(GraphTest, FailedCopyFromTheDeviceFailsTheRun) {
+  auto g = compile(kFetchGraph);
+  ASSERT_TRUE(g);
+  GraphRunner runner(*g);
+  auto run = std::make_shared<RunState>();
+  run->memory = FakeDevice::memory();
+  FakeDevice::failCopies = true;
+  run->channels.sendFeed(1, vecF32({1, 2, 3, 4}));
+  run->channels.sendCase(4, 0);
+  runner.start(run);
+  auto done = runner.wait();
+  ASSERT_EQ(done->status, RunState::Status::Error);
+  EXPECT_EQ(done->error, "fetch 0: copying the value from the device failed");
+  EXPECT_TRUE(FakeDevice::live.empty());
 }
 
 TEST_F(GraphTest, FetchedBufferOutlivesACancelledRun) {

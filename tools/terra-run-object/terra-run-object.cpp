@@ -1,6 +1,7 @@
 //===- terra-run-object.cpp - Run a graph compiled ahead of time ----------===//
 //
 //   terra-run-object graph.so [--graph step] [--device cpu|cuda]
+//                    [--memory device|managed]
 //                    [--feed <id>=x.npy]... [--state <index>=s.npy]...
 //                    [--case <id>=<index>]... [--loop <id>=<0|1>]...
 //                    [--fetch-dir out/] [--repeat N] [--timing]
@@ -13,8 +14,9 @@
 // buffers; mgpu* and cuBLAS from libTerraCudaRuntime.so) resolve against
 // this executable, which needs neither MLIR nor LLVM: this is how graphs
 // compiled here run on the GPU machines (docs/gpu.md). With `--device
-// cuda`, the graph's buffers are CUDA managed memory and feeds and state
-// are staged into it.
+// cuda`, the graph's buffers are device memory from a caching allocator,
+// feeds, state and host-op results are copied in and fetches copied out
+// (`--memory managed`: CUDA managed memory, fetched without a copy).
 //
 //===----------------------------------------------------------------------===//
 #include "terra/Runtime/GraphRunner.h"
@@ -46,6 +48,7 @@ int fail(const std::string &msg) {
 
 const char *kUsage =
     "usage: terra-run-object graph.so [--graph NAME] [--device cpu|cuda]\n"
+    "         [--memory device|managed]\n"
     "         [--feed ID=file.npy]... [--state INDEX=file.npy]...\n"
     "         [--case ID=INDEX]... [--loop ID=0|1]...\n"
     "         [--fetch-dir DIR] [--repeat N] [--timing]\n";
@@ -111,6 +114,9 @@ void recordCudaError(const char *message) { cudaErrors().push_back(message); }
 void *managedAlloc(size_t size, size_t) {
   return terra::cuda::allocManaged(size);
 }
+void *deviceAlloc(size_t size, size_t) {
+  return terra::cuda::allocDevice(size);
+}
 #endif
 
 } // namespace
@@ -166,7 +172,8 @@ extern "C" void memrefCopy(int64_t elemSize, const int64_t *src,
 }
 
 int main(int argc, char **argv) {
-  std::string library, graphName = "step", device = "cpu", fetchDir;
+  std::string library, graphName = "step", device = "cpu", fetchDir,
+                       memoryKind = "device";
   std::vector<std::pair<int64_t, std::string>> feedFiles, stateFiles;
   std::vector<std::tuple<bool, int64_t, int64_t>> decisions;
   int repeat = 1;
@@ -188,15 +195,17 @@ int main(int argc, char **argv) {
     }
     if (arg == "--timing") {
       timing = true;
-    } else if (arg == "--graph" || arg == "--device" || arg == "--fetch-dir" ||
-               arg == "--repeat" || arg == "--feed" || arg == "--state" ||
-               arg == "--case" || arg == "--loop") {
+    } else if (arg == "--graph" || arg == "--device" || arg == "--memory" ||
+               arg == "--fetch-dir" || arg == "--repeat" || arg == "--feed" ||
+               arg == "--state" || arg == "--case" || arg == "--loop") {
       if (!value(v))
         return fail(arg + " needs a value\n" + kUsage);
       if (arg == "--graph") {
         graphName = v;
       } else if (arg == "--device") {
         device = v;
+      } else if (arg == "--memory") {
+        memoryKind = v;
       } else if (arg == "--fetch-dir") {
         fetchDir = v;
       } else if (arg == "--repeat") {
@@ -229,6 +238,8 @@ int main(int argc, char **argv) {
     return fail(std::string("no graph library given\n") + kUsage);
   if (device != "cpu" && device != "cuda")
     return fail("--device expects cpu or cuda, got '" + device + "'");
+  if (memoryKind != "device" && memoryKind != "managed")
+    return fail("--memory expects device or managed, got '" + memoryKind + "'");
 
   RunState::BufferMemory memory;
 #ifdef TERRA_ENABLE_CUDA
@@ -241,9 +252,16 @@ int main(int argc, char **argv) {
     std::string why;
     if (!terra::cuda::available(&why))
       return fail("--device cuda: " + why);
-    memory.alloc = managedAlloc;
-    memory.free = terra::cuda::freeManaged;
     memory.stageInputs = true;
+    if (memoryKind == "managed") {
+      memory.alloc = managedAlloc;
+      memory.free = terra::cuda::freeManaged;
+    } else {
+      memory.alloc = deviceAlloc;
+      memory.free = terra::cuda::freeDevice;
+      memory.toDevice = terra::cuda::copyToDevice;
+      memory.toHost = terra::cuda::copyToHost;
+    }
 #else
     return fail("--device cuda: this build has no CUDA runtime "
                 "(TERRA_ENABLE_CUDA=OFF)");

@@ -39,6 +39,19 @@ void setErrorHandler(ErrorHandler handler);
 void *allocManaged(size_t bytes);
 void freeManaged(void *ptr);
 
+/// Device memory for graph buffers (cuMemAlloc), from a caching allocator
+/// (CachingAllocator.h; its free lists hold at most TERRA_DEVICE_CACHE_MB,
+/// default 4096): the host cannot read it, so feeds, state and host-op
+/// results are copied in (copyToDevice) and fetches and host-op arguments
+/// copied out (copyToHost), synchronously. Null / false, with an error
+/// reported, without a device.
+void *allocDevice(size_t bytes);
+void freeDevice(void *ptr);
+bool copyToDevice(void *dst, const void *src, size_t bytes);
+bool copyToHost(void *dst, const void *src, size_t bytes);
+/// Returns the cached device blocks to the driver.
+void releaseDeviceCache();
+
 /// Name and address of every entry point a graph lowered by
 /// terra-gpu-pipeline may call (mgpu*, _mlir_ciface_terra_cuda_*), for a JIT
 /// symbol map.

@@ -59,13 +59,19 @@ public:
 
   /// Where the graph's buffers live. The default is host memory from the
   /// caching host allocator. A graph whose kernels run on a GPU needs memory
-  /// the device reaches (CUDA managed memory, docs/gpu.md): then feeds and
-  /// state are staged into such buffers too (`stageInputs`), and fetched
-  /// buffers are released with `free` when the host lets go of them.
+  /// the device reaches (docs/gpu.md): then feeds, state and host-op results
+  /// are staged into such buffers too (`stageInputs`). Managed memory is
+  /// host-readable: fetched buffers are published without a copy and
+  /// released with `free` when the host lets go of them. Device memory is
+  /// not (`toHost` set): every value the host receives (fetches, host-op
+  /// arguments) is copied out with `toHost`, and staging copies in with
+  /// `toDevice`. The copy functions return false on failure (the run fails).
   struct BufferMemory {
     void *(*alloc)(size_t size, size_t alignment) = nullptr; ///< null: host
     void (*free)(void *) = nullptr;                          ///< null: host
     bool stageInputs = false;
+    bool (*toDevice)(void *dst, const void *src, size_t bytes) = nullptr;
+    bool (*toHost)(void *dst, const void *src, size_t bytes) = nullptr;
   };
   BufferMemory memory;
 

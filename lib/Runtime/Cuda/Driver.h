@@ -41,6 +41,8 @@ namespace terra::cuda::detail {
   X(cuMemAllocManaged, "cuMemAllocManaged")                                    \
   X(cuMemFree, "cuMemFree_v2")                                                 \
   X(cuMemcpyAsync, "cuMemcpyAsync")                                            \
+  X(cuMemcpyHtoD, "cuMemcpyHtoD_v2")                                           \
+  X(cuMemcpyDtoH, "cuMemcpyDtoH_v2")                                           \
   X(cuMemsetD32Async, "cuMemsetD32Async")                                      \
   X(cuMemsetD16Async, "cuMemsetD16Async")
 

@@ -15,9 +15,11 @@
 //===----------------------------------------------------------------------===//
 #include "Driver.h"
 
+#include "terra/Runtime/CachingAllocator.h"
 #include "terra/Runtime/Cuda.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 using namespace terra::cuda::detail;
@@ -256,3 +258,60 @@ void terra::cuda::freeManaged(void *ptr) {
   TERRA_CUDA_ENTER("freeManaged")
   check(*d, d->cuMemFree(reinterpret_cast<CUdeviceptr>(ptr)), "freeManaged");
 }
+
+namespace {
+void *rawDeviceAlloc(size_t bytes) {
+  TERRA_CUDA_ENTER("allocDevice", nullptr)
+  CUdeviceptr p = 0;
+  if (!check(*d, d->cuMemAlloc(&p, bytes), "allocDevice"))
+    return nullptr;
+  return reinterpret_cast<void *>(p);
+}
+
+void rawDeviceFree(void *ptr) {
+  TERRA_CUDA_ENTER("freeDevice")
+  check(*d, d->cuMemFree(reinterpret_cast<CUdeviceptr>(ptr)), "freeDevice");
+}
+
+terra::rt::CachingAllocator &deviceCache() {
+  static terra::rt::CachingAllocator *cache = [] {
+    size_t mb = 4096;
+    if (const char *v = std::getenv("TERRA_DEVICE_CACHE_MB"))
+      mb = std::strtoull(v, nullptr, 10);
+    // Never destroyed: blocks may be freed by fetched tensors released at
+    // exit, after static destructors ran.
+    return new terra::rt::CachingAllocator(rawDeviceAlloc, rawDeviceFree,
+                                           mb << 20);
+  }();
+  return *cache;
+}
+} // namespace
+
+void *terra::cuda::allocDevice(size_t bytes) {
+  return deviceCache().allocate(bytes ? bytes : 1);
+}
+
+void terra::cuda::freeDevice(void *ptr) {
+  if (!deviceCache().deallocate(ptr))
+    reportError("freeDevice: not a block of allocDevice");
+}
+
+bool terra::cuda::copyToDevice(void *dst, const void *src, size_t bytes) {
+  if (bytes == 0)
+    return true;
+  TERRA_CUDA_ENTER("copyToDevice", false)
+  return check(*d,
+               d->cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(dst), src, bytes),
+               "copyToDevice");
+}
+
+bool terra::cuda::copyToHost(void *dst, const void *src, size_t bytes) {
+  if (bytes == 0)
+    return true;
+  TERRA_CUDA_ENTER("copyToHost", false)
+  return check(*d,
+               d->cuMemcpyDtoH(dst, reinterpret_cast<CUdeviceptr>(src), bytes),
+               "copyToHost");
+}
+
+void terra::cuda::releaseDeviceCache() { deviceCache().release(); }

@@ -41,6 +41,8 @@
 // BADARG: terra-run-object: --feed expects <integer>=<value>, got 'x.npy'
 // RUN: not terra-run-object %t.so --device tpu 2>&1 | FileCheck %s --check-prefix=BADDEV
 // BADDEV: terra-run-object: --device expects cpu or cuda, got 'tpu'
+// RUN: not terra-run-object %t.so --device cuda --memory pinned 2>&1 | FileCheck %s --check-prefix=BADMEM
+// BADMEM: terra-run-object: --memory expects device or managed, got 'pinned'
 
 module {
   terra.graph @step {
