@@ -20,6 +20,7 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <thread>
 
 namespace py = pybind11;
 using namespace terra;
@@ -136,6 +137,35 @@ public:
   /// run failed or was cancelled). One call, the GIL released once, and a
   /// memcpy per value, instead of a fetch, a numpy array and a torch copy
   /// each.
+  struct Copy {
+    void *dst;
+    const void *src;
+    size_t bytes;
+  };
+  /// Runs `copies` (`total` bytes), on two threads when there is enough to
+  /// copy for a second thread to pay off (a committed YOLOv3 step writes
+  /// ~25 MB of state: one thread copied it at ~3.5 GB/s on a 2-core VM) and
+  /// the machine has a second core. The run has ended, so the runner's
+  /// core is free.
+  static void copyAll(const std::vector<Copy> &copies, size_t total) {
+    constexpr size_t kParallelBytes = size_t(2) << 20;
+    auto run = [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i)
+        std::memmove(copies[i].dst, copies[i].src, copies[i].bytes);
+    };
+    if (total < kParallelBytes || std::thread::hardware_concurrency() < 2) {
+      run(0, copies.size());
+      return;
+    }
+    // The first half of the bytes on a helper thread, the rest here.
+    size_t split = 0;
+    for (size_t acc = 0; split < copies.size() && acc < total / 2; ++split)
+      acc += copies[split].bytes;
+    std::thread helper(run, size_t(0), split);
+    run(split, copies.size());
+    helper.join();
+  }
+
   py::object fetchInto(const py::list &items) {
     std::vector<std::pair<int64_t, uint64_t>> points;
     std::vector<Tensor> dsts;
@@ -157,16 +187,21 @@ public:
       for (size_t i = 0; i < dsts.size() && published; ++i)
         published = state->channels.waitFetch(points[i].first, points[i].second,
                                               sources[i]);
+      std::vector<Copy> copies;
+      size_t total = 0;
       for (size_t i = 0; i < dsts.size() && published; ++i) {
         const Tensor &dst = dsts[i], &src = sources[i];
         if (src.dtype != dst.dtype || src.sizes != dst.sizes ||
             !src.isContiguous() || !dst.isContiguous())
           continue;
-        if (src.data != dst.data)
-          std::memmove(dst.data, src.data,
-                       size_t(src.numel()) * dtypeSize(src.dtype));
+        size_t bytes = size_t(src.numel()) * dtypeSize(src.dtype);
+        if (src.data != dst.data && bytes) {
+          copies.push_back({dst.data, src.data, bytes});
+          total += bytes;
+        }
         copied[i] = true;
       }
+      copyAll(copies, total);
     }
     if (!published)
       return py::none();

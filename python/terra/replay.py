@@ -777,7 +777,8 @@ class TapeRecorder:
         if [self._ident(t) for t in flat] != end.result:
             return None
         slots = self.registry.slots()
-        if [(s.name, None if (t := s.get()) is None else self._ident(t)) for s in slots] != end.slots:
+        held = [s.get() for s in slots]
+        if [(s.name, None if t is None else self._ident(t)) for s, t in zip(slots, held)] != end.slots:
             return None
         self._emit(end.effects)
         self.run.finish_host()
@@ -788,11 +789,13 @@ class TapeRecorder:
         if status[0] != "ok":
             return self._replay_end_failed(result)
         by_name = {s.name: s for s in slots}
+        # No user code ran since the check above: the slots hold these.
+        held_by_name = {s.name: t for s, t in zip(slots, held)}
         with self.pause():  # once for all the end's fetches
             # Every value is fetched before the state is written (all of it
             # or none: a failure deviates, replaying from the old state).
             returns = [self.run.fetch(fid, inst) for _, fid, inst in end.returns]
-            late = None if any(a is None for a in returns) else self._commit_direct(end.commits, by_name)
+            late = None if any(a is None for a in returns) else self._commit_direct(end.commits, held_by_name)
             if late is None:
                 return self._replay_end_failed(result)
             # Published (fetch_into saw every commit), so no fetch fails now.
@@ -826,7 +829,7 @@ class TapeRecorder:
         self.end_wait_s += time.perf_counter() - start
         return status
 
-    def _commit_direct(self, commits: list, by_name: dict) -> Optional[list]:
+    def _commit_direct(self, commits: list, held: dict) -> Optional[list]:
         """Commits the run's final state values that can be copied straight
         into the program's tensors (Run.fetch_into: one native call, no
         torch op, so no parallel region of torch's on the host). Each
@@ -839,7 +842,7 @@ class TapeRecorder:
         plain = (torch.Tensor, torch.nn.Parameter)
         specs = self.state_specs
         for c in commits:
-            cur = by_name[c[0]].get()
+            cur = held[c[0]]
             if cur is None or type(cur) not in plain or not cur.is_cpu:
                 late.append(c)
             else:

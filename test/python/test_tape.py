@@ -738,3 +738,14 @@ def test_the_native_view_stride_check_agrees_with_the_meta_view() -> None:
                 assert got == (v == want), (tuple(x.shape), x.stride(), size, v, want, got)
     assert decided >= 200
 
+
+
+def test_a_large_state_commits_as_eager_leaves_it() -> None:
+    # The commit copies a replayed step's state on two threads when it is
+    # large (Run.fetch_into, over 2 MB; here ~13 MB of weights and Adam
+    # state): every parameter and optimizer value must still match eager.
+    wide = lambda: nn.Sequential(nn.Linear(6, 1100), nn.Tanh(), nn.Linear(1100, 1000), nn.Tanh(),  # noqa: E731
+                                 nn.Linear(1000, 3))
+    stats = compare(sgd_program(model_fn=wide, optimizer=torch.optim.Adam, lr=1e-3), batches(6),
+                    max_fallbacks=0)
+    assert sum(_replayed(stats)) >= 2
