@@ -608,7 +608,11 @@ class CoExecutor(TapeRecorder, _Recorder):
                 return torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype)
             return x
         with self.pause():
-            rargs, rkwargs = tree_map(scratch, args), tree_map(scratch, kwargs)
+            if any(isinstance(x, (list, tuple, dict)) for x in (*args, *kwargs.values())):
+                rargs, rkwargs = tree_map(scratch, args), tree_map(scratch, kwargs)
+            else:  # flat (dropout's bernoulli_): no pytree walk, ~20 µs a call
+                rargs = tuple(scratch(x) for x in args)
+                rkwargs = {k: scratch(v) for k, v in kwargs.items()}
             out = rargs[0] if _draw_bernoulli(name, rargs, rkwargs) else func(*rargs, **rkwargs)
         target = args[0] if args else None
         if isinstance(target, Placeholder) and out is rargs[0]:
