@@ -277,6 +277,11 @@ class CoExecutor(TapeRecorder, _Recorder):
         # Values the host computed itself for tiny ops on known values
         # (see _host_eval): key of a real tensor written in place -> value.
         self.host_values: dict[tuple, torch.Tensor] = {}
+        # Data pointers of the real tensors in host_values (a superset: never
+        # shrinks), so forgetting a written tensor's value costs one lookup
+        # for the many writes that have none (an optimizer's updates);
+        # None when a key has no pointer (an empty tensor): check them all.
+        self.host_value_ptrs: Optional[set] = set()
         self._host_result: Optional[list] = None
         # Reads of values computed in this step: answered by the graph (a
         # fetch, the host may wait) or by a value the host computed.
@@ -576,7 +581,12 @@ class CoExecutor(TapeRecorder, _Recorder):
             if isinstance(o, Placeholder):
                 o._terra_real = r
             else:
-                self.host_values[self.key(o)] = r
+                k = self.key(o)
+                self.host_values[k] = r
+                if k[0] == "empty":
+                    self.host_value_ptrs = None
+                elif self.host_value_ptrs is not None:
+                    self.host_value_ptrs.add(k[1])
 
     def _written(self, t: torch.Tensor) -> None:
         super()._written(t)

@@ -586,8 +586,12 @@ class TapeRecorder:
     def _forget_host_values(self, ts: Any) -> None:
         """Values the host computed for these real tensors' memory are
         stale: they were written (also the native replay's helper)."""
+        values, ptrs = self.host_values, self.host_value_ptrs
+        if not values:
+            return
         for t in ts:
-            self.host_values.pop(self.key(t), None)
+            if ptrs is None or t.data_ptr() in ptrs:
+                values.pop(self.key(t), None)
 
     def _replay_written(self, t: torch.Tensor) -> None:
         if isinstance(t, Placeholder):
