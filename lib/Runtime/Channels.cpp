@@ -210,11 +210,11 @@ double Channels::hostStallSeconds() const {
   return std::chrono::duration<double>(hostStall).count();
 }
 
-std::vector<int64_t> Channels::fetchPoints() const {
+std::vector<Channels::Published> Channels::published() const {
   std::lock_guard<std::mutex> lock(mu);
-  std::vector<int64_t> points;
-  for (const auto &[id, values] : fetches)
-    if (!values.empty())
-      points.push_back(id);
-  return points;
+  std::vector<Published> out;
+  for (const auto &[point, values] : fetches)
+    for (size_t i = 0; i < values.size(); ++i)
+      out.push_back({point, uint64_t(i + 1), values[i]});
+  return out;
 }

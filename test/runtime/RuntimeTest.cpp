@@ -71,6 +71,21 @@ TEST(Channels, FetchInstancesPairUp) {
   EXPECT_FALSE(ch.waitFetch(3, 0, t));
 }
 
+TEST(Channels, PublishedListsEveryValueByPointThenInstance) {
+  Channels ch;
+  ch.publishFetch(3, scalarF32(30));
+  ch.publishFetch(1, scalarF32(10));
+  ch.publishFetch(3, scalarF32(31));
+  auto all = ch.published();
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].point, 1);
+  EXPECT_EQ(all[0].instance, 1u);
+  EXPECT_EQ(all[1].point, 3);
+  EXPECT_EQ(all[1].instance, 1u);
+  EXPECT_EQ(all[2].instance, 2u);
+  EXPECT_EQ(at(all[2].value, 0), 31);
+}
+
 TEST(Channels, WaitBlocksUntilSent) {
   Channels ch;
   std::atomic<bool> received{false};

@@ -338,20 +338,15 @@ int main(int argc, char **argv) {
       std::printf("run %d: %.6f s\n", r, seconds);
     if (r + 1 < repeat)
       continue;
-    for (int64_t id : run.channels.fetchPoints()) {
-      for (uint64_t inst = 1;; ++inst) {
-        Tensor t;
-        if (!run.channels.waitFetch(id, inst, t))
-          break;
-        std::printf("fetch %lld #%llu ", static_cast<long long>(id),
-                    static_cast<unsigned long long>(inst));
-        printTensor(t);
-        if (!fetchDir.empty() &&
-            !writeNpy(fetchDir + "/" + std::to_string(id) + "_" +
-                          std::to_string(inst) + ".npy",
-                      t, error))
-          return fail(error);
-      }
+    for (const Channels::Published &f : run.channels.published()) {
+      std::printf("fetch %lld #%llu ", static_cast<long long>(f.point),
+                  static_cast<unsigned long long>(f.instance));
+      printTensor(f.value);
+      if (!fetchDir.empty() &&
+          !writeNpy(fetchDir + "/" + std::to_string(f.point) + "_" +
+                        std::to_string(f.instance) + ".npy",
+                    f.value, error))
+        return fail(error);
     }
   }
   return 0;

@@ -180,19 +180,14 @@ int main(int argc, char **argv) {
     if (r + 1 < repeat)
       continue;
     // Every published fetch, in point order.
-    for (int64_t id : done->channels.fetchPoints()) {
-      for (uint64_t inst = 1;; ++inst) {
-        Tensor t;
-        if (!done->channels.waitFetch(id, inst, t))
-          break;
-        outs() << "fetch " << id << " #" << inst << " ";
-        printTensor(outs(), t);
-        if (!fetchDir.empty() &&
-            !writeNpy(fetchDir + "/" + std::to_string(id) + "_" +
-                          std::to_string(inst) + ".npy",
-                      t, error))
-          return fail(error);
-      }
+    for (const Channels::Published &f : done->channels.published()) {
+      outs() << "fetch " << f.point << " #" << f.instance << " ";
+      printTensor(outs(), f.value);
+      if (!fetchDir.empty() &&
+          !writeNpy(fetchDir + "/" + std::to_string(f.point) + "_" +
+                        std::to_string(f.instance) + ".npy",
+                    f.value, error))
+        return fail(error);
     }
   }
   return 0;

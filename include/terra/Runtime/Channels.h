@@ -56,8 +56,15 @@ public:
   /// will never come fail instead of blocking.
   void close();
 
-  /// The fetch points that published at least one value, in order.
-  std::vector<int64_t> fetchPoints() const;
+  /// One published value: instance `instance` (1-based) of fetch `point`.
+  struct Published {
+    int64_t point;
+    uint64_t instance;
+    Tensor value;
+  };
+  /// Every value published so far, by point, then instance (what a tool
+  /// prints or saves after a run).
+  std::vector<Published> published() const;
 
   /// Seconds each side spent blocked in this run.
   double graphStallSeconds() const;
