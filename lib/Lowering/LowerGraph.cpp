@@ -168,9 +168,11 @@ LogicalResult GraphLowering::run(GraphOp graph) {
           stateIndex.try_emplace(state.getName(), stateNames.size());
       if (inserted)
         stateNames.push_back(state.getNameAttr());
-      Value t = receiveTensor(b, loc, "terra_rt_state",
-                              cast<RankedTensorType>(state.getType()),
-                              i64(b, loc, it->second), contiguousInputs);
+      auto type = cast<RankedTensorType>(state.getType());
+      Value t =
+          receiveTensor(b, loc, "terra_rt_state", type,
+                        {i64(b, loc, it->second), i64(b, loc, type.getRank())},
+                        contiguousInputs);
       state.replaceAllUsesWith(t);
     } else if (auto undef = dyn_cast<UndefOp>(op)) {
       auto type = cast<RankedTensorType>(undef.getType());

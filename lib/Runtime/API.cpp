@@ -214,16 +214,14 @@ bool feedImpl(RunState *run, int64_t id, DType dtype, UnrankedMemRef *out,
 }
 
 bool stateImpl(RunState *run, int64_t id, DType dtype, UnrankedMemRef *out,
-               bool contiguous) {
+               int64_t expectedRank, bool contiguous) {
   if (id < 0 || size_t(id) >= run->states.size()) {
     failRun(run, "state " + std::to_string(id) + " was not provided");
     return false;
   }
   const Tensor &t = run->states[id];
-  if (t.dtype != dtype) {
-    failRun(run, "state " + std::to_string(id) + ": dtype mismatch");
+  if (!checkTensor(run, t, dtype, expectedRank, "state", id))
     return false;
-  }
   return describeInput(run, t, out, contiguous);
 }
 
@@ -384,13 +382,14 @@ extern "C" {
     if (!feedImpl(current, id, DTYPE, out, rank, true))                        \
       unwind(current);                                                         \
   }                                                                            \
-  void _mlir_ciface_terra_rt_state_##SUFFIX(UnrankedMemRef *out, int64_t id) { \
-    if (!stateImpl(current, id, DTYPE, out, false))                            \
+  void _mlir_ciface_terra_rt_state_##SUFFIX(UnrankedMemRef *out, int64_t id,   \
+                                            int64_t rank) {                    \
+    if (!stateImpl(current, id, DTYPE, out, rank, false))                      \
       unwind(current);                                                         \
   }                                                                            \
-  void _mlir_ciface_terra_rt_state_contiguous_##SUFFIX(UnrankedMemRef *out,    \
-                                                       int64_t id) {           \
-    if (!stateImpl(current, id, DTYPE, out, true))                             \
+  void _mlir_ciface_terra_rt_state_contiguous_##SUFFIX(                        \
+      UnrankedMemRef *out, int64_t id, int64_t rank) {                         \
+    if (!stateImpl(current, id, DTYPE, out, rank, true))                       \
       unwind(current);                                                         \
   }                                                                            \
   void _mlir_ciface_terra_rt_fetch_##SUFFIX(int64_t id, UnrankedMemRef *in) {  \

@@ -14,7 +14,7 @@
 // CHECK-DAG:   func.func private @terra_rt_loop(i64) -> i1
 // CHECK-DAG:   func.func private @terra_rt_host_call(i64)
 // CHECK-LABEL: func.func @step() attributes {llvm.emit_c_interface, terra.unrolled_loops = [array<i64: 7, 2>]}
-// CHECK:         %[[S:.*]] = call @terra_rt_state_f32(%{{.*}}) : (i64) -> memref<*xf32>
+// CHECK:         %[[S:.*]] = call @terra_rt_state_f32(%{{.*}}, %{{.*}}) : (i64, i64) -> memref<*xf32>
 // CHECK:         %[[SC:.*]] = memref.cast %[[S]] : memref<*xf32> to memref<4xf32, strided<[?], offset: ?>>
 // CHECK:         bufferization.to_tensor %[[SC]] restrict : memref<4xf32, strided<[?], offset: ?>> to tensor<4xf32>
 // CHECK:         %[[C1:.*]] = arith.constant 1 : i64
@@ -30,7 +30,7 @@
 // CHECK:         bufferization.to_buffer %{{.*}} read_only
 // CHECK:         call @terra_rt_fetch_f32
 // CHECK:         return
-// CONTIG:       %[[S:.*]] = call @terra_rt_state_contiguous_f32(%{{.*}}) : (i64) -> memref<*xf32>
+// CONTIG:       %[[S:.*]] = call @terra_rt_state_contiguous_f32(%{{.*}}, %{{.*}}) : (i64, i64) -> memref<*xf32>
 // CONTIG:       %[[SC:.*]] = memref.cast %[[S]] : memref<*xf32> to memref<4xf32>
 // CONTIG:       bufferization.to_tensor %[[SC]] restrict : memref<4xf32> to tensor<4xf32>
 // CONTIG:       %[[F:.*]] = call @terra_rt_feed_contiguous_f32(%{{.*}}, %{{.*}})

@@ -33,6 +33,9 @@
 // RUN: not terra-run-object %t.so --state 0=%S/Inputs/w-4.npy --feed 1=%S/Inputs/w-4.npy \
 // RUN:   --feed 2=%S/Inputs/ones-2x4.npy --case 5=0 --loop 7=0 2>&1 | FileCheck %s --check-prefix=RANK
 // RANK: terra-run-object: run failed: feed 1: expected f32 of rank 2, got f32 of rank 1
+// RUN: not terra-run-object %t.so --state 0=%S/Inputs/x-2x4.npy --feed 1=%S/Inputs/x-2x4.npy \
+// RUN:   --feed 2=%S/Inputs/ones-2x4.npy --case 5=0 --loop 7=0 2>&1 | FileCheck %s --check-prefix=STATERANK
+// STATERANK: terra-run-object: run failed: state 0: expected f32 of rank 1, got f32 of rank 2
 // RUN: not terra-run-object %t.so --graph other 2>&1 | FileCheck %s --check-prefix=NOGRAPH
 // NOGRAPH: has no graph function 'other' (see --graph)
 // RUN: not terra-run-object %t.missing.so 2>&1 | FileCheck %s --check-prefix=NOLIB
