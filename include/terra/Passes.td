@@ -86,6 +86,13 @@ def TerraLowerGraph : Pass<"terra-lower-graph", "mlir::ModuleOp"> {
     whose name and args are listed in the module's `terra.host_ops`
     attribute. Cancellation is handled inside the runtime calls.
 
+    The runtime checks each received tensor's dtype and rank; its static
+    sizes become guards here (`terra_rt_check`, "feed 1: expected shape
+    [?, 4]"), since the cast from the unranked memref would take any. The
+    guards' messages are the module's `terra.asserts` and, for graphs run
+    without the module (compiled ahead of time), the public constant
+    `terra_check_messages` (NUL-terminated, an empty one last).
+
     Host tensors may be strided views, so feeds and state arrive as fully
     dynamic strided memrefs, on which no two loop dims can be merged: an
     optimizer's update of a 3x3 convolution's weights ran as four nested

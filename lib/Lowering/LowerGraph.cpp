@@ -57,12 +57,24 @@ private:
     return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
   }
 
+  /// A runtime guard: `ok` false ends the run with `message`
+  /// (terra_rt_check with the message's index in `terra.asserts`).
+  void emitCheck(OpBuilder &b, Location loc, Value ok, StringAttr message) {
+    func::FuncOp f =
+        declare("terra_rt_check", {b.getI1Type(), b.getI64Type()}, {}, false);
+    int64_t id = assertMessages.size();
+    assertMessages.push_back(message);
+    func::CallOp::create(b, loc, f, ValueRange{ok, i64(b, loc, id)});
+  }
+
   /// A call returning an unranked memref, cast to `type` and wrapped as a
   /// read-only tensor: bufferization copies before writing into it.
   /// With `contiguous`, the `_contiguous` entry point, whose buffer is
-  /// row-major: the identity layout.
+  /// row-major: the identity layout. The runtime checks the dtype and
+  /// rank; the static sizes of `type` are checked here (a guard naming
+  /// `what`), since the cast below would take any.
   Value receiveTensor(OpBuilder &b, Location loc, StringRef prefix,
-                      RankedTensorType type, ValueRange args,
+                      RankedTensorType type, ValueRange args, const Twine &what,
                       bool contiguous = false) {
     Type et = type.getElementType();
     auto unranked = UnrankedMemRefType::get(et, 0);
@@ -71,6 +83,29 @@ private:
         (prefix + (contiguous ? "_contiguous_" : "_") + dtypeSuffix(et)).str();
     func::FuncOp f = declare(name, argTypes, unranked, true);
     Value m = func::CallOp::create(b, loc, f, args).getResult(0);
+    Value ok;
+    for (int64_t d = 0; d < type.getRank(); ++d) {
+      if (type.isDynamicDim(d))
+        continue;
+      Value dim = memref::DimOp::create(
+          b, loc, m, arith::ConstantIndexOp::create(b, loc, d));
+      Value eq = arith::CmpIOp::create(
+          b, loc, arith::CmpIPredicate::eq, dim,
+          arith::ConstantIndexOp::create(b, loc, type.getDimSize(d)));
+      ok = ok ? arith::AndIOp::create(b, loc, ok, eq).getResult() : eq;
+    }
+    if (ok) {
+      std::string shape;
+      llvm::raw_string_ostream os(shape);
+      llvm::interleaveComma(type.getShape(), os, [&](int64_t size) {
+        if (ShapedType::isDynamic(size))
+          os << "?";
+        else
+          os << size;
+      });
+      emitCheck(b, loc, ok,
+                b.getStringAttr(what + ": expected shape [" + shape + "]"));
+    }
     // Otherwise host tensors may be strided views: accept any strides and
     // offset.
     SmallVector<int64_t> strides(type.getRank(), ShapedType::kDynamic);
@@ -141,10 +176,10 @@ LogicalResult GraphLowering::run(GraphOp graph) {
     b.setInsertionPoint(op);
     if (auto feed = dyn_cast<FeedOp>(op)) {
       auto type = cast<RankedTensorType>(feed.getType());
-      Value t = receiveTensor(
-          b, loc, "terra_rt_feed", type,
-          {i64(b, loc, feed.getId().value_or(0)), i64(b, loc, type.getRank())},
-          contiguousInputs);
+      int64_t id = feed.getId().value_or(0);
+      Value t = receiveTensor(b, loc, "terra_rt_feed", type,
+                              {i64(b, loc, id), i64(b, loc, type.getRank())},
+                              "feed " + Twine(id), contiguousInputs);
       feed.replaceAllUsesWith(t);
     } else if (auto fetch = dyn_cast<FetchOp>(op)) {
       sendTensor(b, loc, "terra_rt_fetch", i64(b, loc, fetch.getId().value_or(0)),
@@ -172,7 +207,7 @@ LogicalResult GraphLowering::run(GraphOp graph) {
       Value t =
           receiveTensor(b, loc, "terra_rt_state", type,
                         {i64(b, loc, it->second), i64(b, loc, type.getRank())},
-                        contiguousInputs);
+                        "state '" + state.getName() + "'", contiguousInputs);
       state.replaceAllUsesWith(t);
     } else if (auto undef = dyn_cast<UndefOp>(op)) {
       auto type = cast<RankedTensorType>(undef.getType());
@@ -184,12 +219,7 @@ LogicalResult GraphLowering::run(GraphOp graph) {
     } else if (auto check = dyn_cast<cf::AssertOp>(op)) {
       // A failed runtime guard ends the run with its message instead of
       // aborting the process.
-      func::FuncOp f = declare("terra_rt_check",
-                               {b.getI1Type(), b.getI64Type()}, {}, false);
-      int64_t id = assertMessages.size();
-      assertMessages.push_back(check.getMsgAttr());
-      func::CallOp::create(b, loc, f,
-                           ValueRange{check.getArg(), i64(b, loc, id)});
+      emitCheck(b, loc, check.getArg(), check.getMsgAttr());
     } else if (auto dl = dyn_cast<DLOp>(op)) {
       // A host callback: stage the inputs, run the op on the host, and
       // receive each result.
@@ -205,9 +235,9 @@ LogicalResult GraphLowering::run(GraphOp graph) {
       func::CallOp::create(b, loc, call, i64(b, loc, id));
       SmallVector<Value> results;
       for (auto [i, r] : llvm::enumerate(dl.getResults()))
-        results.push_back(receiveTensor(b, loc, "terra_rt_host_result",
-                                        cast<RankedTensorType>(r.getType()),
-                                        i64(b, loc, i)));
+        results.push_back(receiveTensor(
+            b, loc, "terra_rt_host_result", cast<RankedTensorType>(r.getType()),
+            i64(b, loc, i), "host op " + dl.getName() + " result " + Twine(i)));
       dl.replaceAllUsesWith(results);
     }
     op->erase();
@@ -230,6 +260,26 @@ struct LowerGraphPass
     module->setAttr("terra.host_ops", b.getArrayAttr(lowering.hostOps));
     module->setAttr("terra.states", b.getArrayAttr(lowering.stateNames));
     module->setAttr("terra.asserts", b.getArrayAttr(lowering.assertMessages));
+    // The same messages in the compiled code, for graphs run without the
+    // module (compiled ahead of time, tools/terra-run-object): each
+    // NUL-terminated, an empty one last.
+    if (!lowering.assertMessages.empty()) {
+      std::string blob;
+      for (Attribute m : lowering.assertMessages) {
+        blob += cast<StringAttr>(m).getValue();
+        blob.push_back('\0');
+      }
+      blob.push_back('\0');
+      auto type = MemRefType::get({int64_t(blob.size())}, b.getI8Type());
+      auto data = DenseElementsAttr::get(
+          RankedTensorType::get(type.getShape(), b.getI8Type()),
+          ArrayRef<int8_t>(reinterpret_cast<const int8_t *>(blob.data()),
+                           blob.size()));
+      OpBuilder ob = OpBuilder::atBlockBegin(module.getBody());
+      memref::GlobalOp::create(ob, module.getLoc(), "terra_check_messages",
+                               ob.getStringAttr("public"), type, data,
+                               /*constant=*/true, /*alignment=*/nullptr);
+    }
   }
 };
 } // namespace

@@ -299,6 +299,13 @@ int main(int argc, char **argv) {
   if (!graph)
     return fail("'" + library + "' has no graph function '" + graphName +
                 "' (see --graph)");
+  // The messages of the graph's runtime checks (-terra-lower-graph emits
+  // them as NUL-terminated strings, an empty one last).
+  std::vector<std::string> checkMessages;
+  if (auto *blob =
+          static_cast<const char *>(dlsym(handle, "terra_check_messages")))
+    for (const char *m = blob; *m; m += std::strlen(m) + 1)
+      checkMessages.push_back(m);
 #ifdef TERRA_ENABLE_CUDA
   if (!cudaErrors().empty())
     return fail(
@@ -322,7 +329,7 @@ int main(int argc, char **argv) {
     // instead of blocking.
     run.channels.finishHost();
     auto start = std::chrono::steady_clock::now();
-    runGraphFunction(graph, run);
+    runGraphFunction(graph, run, checkMessages);
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();

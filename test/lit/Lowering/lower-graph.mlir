@@ -7,7 +7,10 @@
 // the strided form.
 // RUN: terra-opt %s -terra-convert-to-linalg -terra-lower-graph=contiguous-inputs=true | FileCheck %s --check-prefix=CONTIG
 
-// CHECK-LABEL: module attributes {terra.asserts = [], terra.host_ops = [{args = {k = 3 : i64}, name = "aten.unknown_op"}], terra.states = ["fc.weight"]}
+// CHECK-LABEL: module attributes {terra.asserts = ["state 'fc.weight': expected shape [4]"], terra.host_ops = [{args = {k = 3 : i64}, name = "aten.unknown_op"}], terra.states = ["fc.weight"]}
+// The check messages also travel in the code, for graphs compiled ahead of
+// time: NUL-terminated, an empty one last.
+// CHECK:       memref.global "public" constant @terra_check_messages : memref<39xi8> = dense<[115, 116, {{.*}}, 93, 0, 0]>
 // CHECK-DAG:   func.func private @terra_rt_feed_f32(i64, i64) -> memref<*xf32> attributes {llvm.emit_c_interface}
 // CHECK-DAG:   func.func private @terra_rt_fetch_f32(i64, memref<*xf32>) attributes {llvm.emit_c_interface}
 // CHECK-DAG:   func.func private @terra_rt_case(i64, i64) -> index
@@ -15,6 +18,10 @@
 // CHECK-DAG:   func.func private @terra_rt_host_call(i64)
 // CHECK-LABEL: func.func @step() attributes {llvm.emit_c_interface, terra.unrolled_loops = [array<i64: 7, 2>]}
 // CHECK:         %[[S:.*]] = call @terra_rt_state_f32(%{{.*}}, %{{.*}}) : (i64, i64) -> memref<*xf32>
+// The state's static size is a guard (the cast below would take any):
+// CHECK:         %[[D:.*]] = memref.dim %[[S]], %{{.*}} : memref<*xf32>
+// CHECK:         %[[OK:.*]] = arith.cmpi eq, %[[D]], %{{.*}} : index
+// CHECK:         call @terra_rt_check(%[[OK]], %{{.*}}) : (i1, i64) -> ()
 // CHECK:         %[[SC:.*]] = memref.cast %[[S]] : memref<*xf32> to memref<4xf32, strided<[?], offset: ?>>
 // CHECK:         bufferization.to_tensor %[[SC]] restrict : memref<4xf32, strided<[?], offset: ?>> to tensor<4xf32>
 // CHECK:         %[[C1:.*]] = arith.constant 1 : i64

@@ -36,6 +36,14 @@
 // RUN: not terra-run-object %t.so --state 0=%S/Inputs/x-2x4.npy --feed 1=%S/Inputs/x-2x4.npy \
 // RUN:   --feed 2=%S/Inputs/ones-2x4.npy --case 5=0 --loop 7=0 2>&1 | FileCheck %s --check-prefix=STATERANK
 // STATERANK: terra-run-object: run failed: state 0: expected f32 of rank 1, got f32 of rank 2
+// Static sizes are guards in the graph; their messages travel in the
+// library (terra_check_messages).
+// RUN: not terra-run-object %t.so --state 0=%S/Inputs/w-4.npy --feed 1=%S/Inputs/ones-2x3.npy \
+// RUN:   --feed 2=%S/Inputs/ones-2x4.npy --case 5=0 --loop 7=0 2>&1 | FileCheck %s --check-prefix=FEEDSIZE
+// FEEDSIZE: terra-run-object: run failed: feed 1: expected shape [?, 4]
+// RUN: not terra-run-object %t.so --state 0=%S/Inputs/ones-8.npy --feed 1=%S/Inputs/x-2x4.npy \
+// RUN:   --feed 2=%S/Inputs/ones-2x4.npy --case 5=0 --loop 7=0 2>&1 | FileCheck %s --check-prefix=STATESIZE
+// STATESIZE: terra-run-object: run failed: state 'fc.weight': expected shape [4]
 // RUN: not terra-run-object %t.so --graph other 2>&1 | FileCheck %s --check-prefix=NOGRAPH
 // NOGRAPH: has no graph function 'other' (see --graph)
 // RUN: not terra-run-object %t.missing.so 2>&1 | FileCheck %s --check-prefix=NOLIB
