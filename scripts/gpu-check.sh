@@ -6,7 +6,8 @@
 # lease is not overrun; benchmark results are written after each program.
 #   1. the CUDA runtime tests (Device.* must pass, not skip);
 #   2. the GPU graphs of test/gpu/cases.py against torch CUDA;
-#   3. per-kernel time and DRAM bytes of the pointwise graph under ncu;
+#   3. per-kernel time and DRAM bytes of the pointwise graph under ncu, and
+#      the GEMM graph's cuBLAS kernel against torch.mm;
 #   4. the benchmark suite, full size, eager and torch.compile.
 set -u
 OUT=${OUT:-/tmp/gpu-check}
@@ -48,6 +49,37 @@ PY
     echo "ncu ($mem memory) rc=$?"; grep -v '^==PROF==' "$OUT/ncu-pointwise-$mem.csv" | grep step_kernel | tail -6
   done
   tail -3 "$OUT/ncu.err"
+fi
+
+echo "== 3b. GEMM 2048^3 f32: the graph's cuBLAS call (ncu) against torch.mm"
+if command -v ncu >/dev/null && [ "$(left)" -gt 280 ]; then
+  python3 - <<'PY'
+import numpy as np, torch
+rng = np.random.default_rng(0)
+a = rng.standard_normal((2048, 2048)).astype("float32")
+b = rng.standard_normal((2048, 2048)).astype("float32")
+np.save("/tmp/gm_a.npy", a); np.save("/tmp/gm_b.npy", b)
+x, y = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+for _ in range(5):
+    x @ y
+start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+times = []
+for _ in range(20):
+    start.record(); x @ y; end.record(); end.synchronize()
+    times.append(start.elapsed_time(end))
+ms = sorted(times)[len(times) // 2]
+print(f"torch.mm: {ms:.3f} ms, {2 * 2048 ** 3 / ms / 1e9:.1f} TFLOP/s (median of 20)")
+PY
+  timeout 60 ncu --metrics gpu__time_duration.sum --csv $B/bin/terra-run-object $B/graphs/gemm.so \
+    --device cuda --feed 1=/tmp/gm_a.npy --feed 2=/tmp/gm_b.npy --repeat 3 > "$OUT/ncu-gemm.csv" 2>> "$OUT/ncu.err"
+  echo "ncu (gemm) rc=$?"
+  python3 - "$OUT/ncu-gemm.csv" <<'PY'
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 14 and r[12] == "gpu__time_duration.sum"]
+for r in rows:
+    ns = float(r[14].replace(",", ""))
+    print(f"{r[4][:60]}: {ns / 1e6:.3f} ms, {2 * 2048 ** 3 / ns / 1e3:.1f} TFLOP/s")
+PY
 fi
 
 echo "== 4. benchmarks, full size, eager vs torch.compile ($(left) s left)"

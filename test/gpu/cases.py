@@ -124,6 +124,19 @@ module {
 }
 """
 
+# A GEMM large enough to time against cuBLAS called directly (torch.mm):
+# the graph's matmul is a cuBLAS call too (scripts/gpu-check.sh, part 3).
+GEMM = """
+module {
+  terra.graph @step {
+    %a = terra.feed 1 : tensor<?x2048xf32>
+    %b = terra.feed 2 : tensor<2048x2048xf32>
+    %c = terra.op "aten.mm"(%a, %b) : (tensor<?x2048xf32>, tensor<2048x2048xf32>) -> tensor<?x2048xf32>
+    terra.fetch 0 %c : tensor<?x2048xf32>
+  }
+}
+"""
+
 
 def _pointwise(f):
     import torch
@@ -163,6 +176,10 @@ def _full_sum_f64(f):
     return {0: f[1].sum(), 1: f[1].exp()}
 
 
+def _gemm(f):
+    return {0: f[1] @ f[2]}
+
+
 CASES = [
     # name, mlir, feeds {id: (shape, dtype)}, decisions, reference, rtol, atol
     ("pointwise", POINTWISE, {1: ((1000, 513), "float32"), 2: ((513,), "float32")},
@@ -183,4 +200,6 @@ CASES = [
     ("switch_case1_loop0", SWITCH_LOOP, {1: ((33, 4), "float32"), 2: ((4,), "float32")},
      ["--case", "5=1", "--loop", "7=0"], _switch_loop(1, 0), 1e-5, 1e-6),
     ("full_sum_f64", FULL_SUM_F64, {1: ((100003,), "float64")}, [], _full_sum_f64, 1e-10, 1e-10),
+    ("gemm", GEMM, {1: ((2048, 2048), "float32"), 2: ((2048, 2048), "float32")}, [], _gemm,
+     1e-3, 1e-3),
 ]
