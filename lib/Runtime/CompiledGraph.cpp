@@ -13,8 +13,12 @@
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#ifdef TERRA_ENABLE_CUDA
+#include "terra/Runtime/Cuda.h"
+#endif
 
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/JITLink/JITLink.h"
@@ -87,9 +91,49 @@ static void instrumentForThreadSanitizer(llvm::Module &m) {
 
 struct CompiledGraph::ObjectJit {
   std::unique_ptr<llvm::orc::LLJIT> jit;
+  /// The module's destructors (GPU graphs: unload the kernel image), run
+  /// before the JIT goes.
+  std::vector<void (*)()> destructors;
+  ~ObjectJit() {
+    for (auto it = destructors.rbegin(); it != destructors.rend(); ++it)
+      (*it)();
+  }
 };
 
 CompiledGraph::~CompiledGraph() = default;
+
+/// Global constructors and destructors run neither in a plain LLJIT over
+/// object files (no ORC runtime) nor at all unless named: GPU graphs load
+/// their kernel image in one (`<module>_kernel_load`, made by the
+/// translation of `gpu.binary`). Each becomes an external function
+/// `terra.ctor.<i>` / `terra.dtor.<i>` (in priority order) that the loader
+/// calls after linking and before unloading; the global arrays go.
+static void exposeStructors(llvm::Module &m) {
+  for (auto [array, prefix] : {std::pair<const char *, const char *>{
+                                   "llvm.global_ctors", "terra.ctor."},
+                               {"llvm.global_dtors", "terra.dtor."}}) {
+    llvm::GlobalVariable *gv = m.getGlobalVariable(array);
+    if (!gv)
+      continue;
+    std::vector<std::pair<uint64_t, llvm::Function *>> entries;
+    if (auto *init =
+            llvm::dyn_cast_or_null<llvm::ConstantArray>(gv->getInitializer()))
+      for (llvm::Value *op : init->operands()) {
+        auto *entry = llvm::cast<llvm::ConstantStruct>(op);
+        auto *prio = llvm::cast<llvm::ConstantInt>(entry->getOperand(0));
+        if (auto *f = llvm::dyn_cast<llvm::Function>(entry->getOperand(1)))
+          entries.push_back({prio->getZExtValue(), f});
+      }
+    std::stable_sort(entries.begin(), entries.end(),
+                     [](auto &a, auto &b) { return a.first < b.first; });
+    gv->eraseFromParent();
+    for (auto [i, entry] : llvm::enumerate(entries)) {
+      entry.second->setName(prefix + std::to_string(i));
+      entry.second->setLinkage(llvm::GlobalValue::ExternalLinkage);
+      entry.second->setVisibility(llvm::GlobalValue::DefaultVisibility);
+    }
+  }
+}
 
 static std::string errorString(llvm::Error err) {
   std::string s;
@@ -107,6 +151,11 @@ static llvm::orc::SymbolMap symbolMap(llvm::orc::MangleAndInterner &mangle) {
       terra::rt::detail::runtimeSymbols();
   terra::rt::detail::appendLibrarySymbols(syms);
   syms.push_back({"memrefCopy", reinterpret_cast<void *>(&memrefCopy)});
+#ifdef TERRA_ENABLE_CUDA
+  // GPU graphs: MLIR's mgpu* ABI and the cuBLAS library calls.
+  for (auto entry : terra::cuda::entryPoints())
+    syms.push_back(entry);
+#endif
   for (auto [name, addr] : syms)
     map[mangle(name)] = {llvm::orc::ExecutorAddr::fromPtr(addr),
                          llvm::JITSymbolFlags::Exported};
@@ -251,6 +300,14 @@ std::unique_ptr<CompiledGraph> CompiledGraph::compile(ModuleOp module,
 
   registerBuiltinDialectTranslation(*module.getContext());
   registerLLVMDialectTranslation(*module.getContext());
+  // GPU graphs (terra-gpu-pipeline): their kernel images are `gpu.binary`
+  // ops, embedded by the offloading translation.
+  registerGPUDialectTranslation(*module.getContext());
+  {
+    DialectRegistry registry;
+    gpu::registerOffloadingLLVMTranslationInterfaceExternalModels(registry);
+    module.getContext()->appendDialectRegistry(registry);
+  }
 
   std::string text;
   {
@@ -290,6 +347,23 @@ std::unique_ptr<CompiledGraph> CompiledGraph::compile(ModuleOp module,
     if (!sym)
       return sym.takeError();
     g->objectJit = std::make_unique<ObjectJit>();
+    // Constructors now (exposeStructors; as many as there are), in order.
+    for (int i = 0;; ++i) {
+      auto ctor = (*jit)->lookup("terra.ctor." + std::to_string(i));
+      if (!ctor) {
+        llvm::consumeError(ctor.takeError());
+        break;
+      }
+      ctor->toPtr<void (*)()>()();
+    }
+    for (int i = 0;; ++i) {
+      auto dtor = (*jit)->lookup("terra.dtor." + std::to_string(i));
+      if (!dtor) {
+        llvm::consumeError(dtor.takeError());
+        break;
+      }
+      g->objectJit->destructors.push_back(dtor->toPtr<void (*)()>());
+    }
     g->objectJit->jit = std::move(*jit);
     g->entry = sym->toPtr<void (*)(void **)>();
     return llvm::Error::success();
@@ -331,6 +405,7 @@ std::unique_ptr<CompiledGraph> CompiledGraph::compile(ModuleOp module,
       error = "JIT compilation failed: cannot translate the module to LLVM IR";
       return nullptr;
     }
+    exposeStructors(*llvmModule);
     llvmModule->setDataLayout((*tm)->createDataLayout());
     llvmModule->setTargetTriple((*tm)->getTargetTriple());
     auto t1 = std::chrono::steady_clock::now();

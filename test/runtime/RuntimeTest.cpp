@@ -2,12 +2,16 @@
 #include "terra/Dialect/TerraOps.h"
 #include "terra/Passes.h"
 #include "terra/Runtime/GraphRunner.h"
+#ifdef TERRA_ENABLE_CUDA
+#include "terra/Runtime/Cuda.h"
+#endif
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 
 #include "llvm/Support/FileSystem.h"
 
@@ -329,6 +333,27 @@ protected:
     auto g = CompiledGraph::compile(*module, "g", cacheDir, error);
     EXPECT_TRUE(g) << error;
     return g;
+  }
+  /// With `gpu`: the GPU pipeline (kernels for sm_90 as PTX, cuBLAS).
+  std::unique_ptr<CompiledGraph> compileGPU(const std::string &text,
+                                            std::string &error) {
+    mlir::DialectRegistry registry;
+    mlir::registerAllDialects(registry);
+    mlir::registerAllExtensions(registry);
+    registry.insert<terra::TerraDialect>();
+    // gpu-module-to-binary: the NVVM target and the GPU translations.
+    mlir::registerAllGPUToLLVMIRTranslations(registry);
+    module = {};
+    ctx = std::make_unique<mlir::MLIRContext>(registry);
+    ctx->loadAllAvailableDialects();
+    module = mlir::parseSourceString<mlir::ModuleOp>(text, ctx.get());
+    EXPECT_TRUE(module);
+    mlir::PassManager pm(ctx.get());
+    pm.addPass(terra::createTerraConvertToLinalg());
+    pm.addPass(terra::createTerraLowerGraph());
+    terra::buildGPULoweringPipeline(pm, terra::GPUPipelineOptions());
+    EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
+    return CompiledGraph::compile(*module, "g", "", error);
   }
   std::unique_ptr<mlir::MLIRContext> ctx;
   mlir::OwningOpRef<mlir::ModuleOp> module;
@@ -778,6 +803,49 @@ TEST_F(GraphTest, FailedCopyFromTheDeviceFailsTheRun) {
   EXPECT_EQ(done->error, "fetch 0: copying the value from the device failed");
   EXPECT_TRUE(FakeDevice::live.empty());
 }
+
+#ifdef TERRA_ENABLE_CUDA
+std::vector<std::string> cudaErrors;
+void recordCudaError(const char *message) { cudaErrors.push_back(message); }
+
+// A GPU graph through the JIT: every symbol it calls resolves (mgpu*,
+// cuBLAS, the runtime's), and its kernel image is loaded by its global
+// constructor, which the JIT runs. Without a driver the load says why, and
+// a run on device memory fails cleanly; with one, it computes.
+TEST_F(GraphTest, GpuGraphLinksAndLoadsItsKernels) {
+  cudaErrors.clear();
+  terra::cuda::setErrorHandler(recordCudaError);
+  std::string error;
+  auto g = compileGPU(kFetchGraph, error);
+  ASSERT_TRUE(g) << error;
+  auto run = std::make_shared<RunState>();
+  run->memory = {[](size_t n, size_t) { return terra::cuda::allocDevice(n); },
+                 terra::cuda::freeDevice, true, terra::cuda::copyToDevice,
+                 terra::cuda::copyToHost};
+  run->channels.sendFeed(1, vecF32({1, 2, 3, 4}));
+  run->channels.sendCase(4, 0);
+  GraphRunner runner(*g);
+  runner.start(run);
+  auto done = runner.wait();
+  std::string why;
+  if (!terra::cuda::available(&why)) {
+    bool loadReported = false;
+    for (const std::string &e : cudaErrors)
+      loadReported = loadReported || e.find("mgpuModuleLoadJIT") == 0;
+    EXPECT_TRUE(loadReported) << "the kernel image was not loaded at all";
+    ASSERT_EQ(done->status, RunState::Status::Error);
+    EXPECT_NE(done->error.find("device-reachable memory"), std::string::npos)
+        << done->error;
+  } else {
+    ASSERT_EQ(done->status, RunState::Status::Ok) << done->error;
+    EXPECT_TRUE(cudaErrors.empty()) << cudaErrors.front();
+    Tensor e;
+    ASSERT_TRUE(done->channels.waitFetch(1, 1, e));
+    EXPECT_FLOAT_EQ(at(e, 0), std::exp(-1.0f));
+  }
+  terra::cuda::setErrorHandler(nullptr);
+}
+#endif
 
 TEST_F(GraphTest, FetchedBufferOutlivesACancelledRun) {
   auto g = compile(kFetchGraph);
