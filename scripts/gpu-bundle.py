@@ -54,8 +54,8 @@ def main():
     shutil.copy2(bin_dir / "CudaRuntimeTests", args.out / "bin")
     shutil.copy2(cuda_rt, args.out / "lib")
     built = set()
-    for name, mlir, *_ in cases.CASES:
-        stem = mlir_stem(name, mlir)
+    for _, mlir, *_ in cases.CASES:
+        stem = cases.library(mlir)
         if stem in built:
             continue
         built.add(stem)
@@ -74,14 +74,6 @@ def main():
         print(f"graphs/{stem}.so")
     size = sum(p.stat().st_size for p in args.out.rglob("*") if p.is_file())
     print(f"wrote {args.out} ({size / 2**20:.1f} MiB)")
-
-
-def mlir_stem(name, mlir):
-    """Cases sharing a graph share its library (named after the first)."""
-    for other, text, *_ in cases.CASES:
-        if text == mlir:
-            return other
-    return name
 
 
 if __name__ == "__main__":

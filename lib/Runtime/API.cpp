@@ -84,11 +84,6 @@ Tensor view(const UnrankedMemRef *in, DType dtype) {
   return t;
 }
 
-/// How the run's buffers are released (RunState::memory).
-void (*releaseFunction(const RunState *run))(void *) {
-  return run && run->memory.free ? run->memory.free : hostFree;
-}
-
 /// A buffer for the graph: the run's memory (RunState::memory), or host
 /// memory; tracked so a cancelled run releases it. Null when device memory
 /// ran out (the run has failed).
@@ -96,8 +91,7 @@ void *allocBuffer(size_t size, size_t alignment) {
   RunState *run = current;
   if (!run)
     return hostAlloc(size, alignment);
-  void *p = run->memory.alloc ? run->memory.alloc(size ? size : 1, alignment)
-                              : hostAlloc(size, alignment);
+  void *p = run->memory.alloc(size ? size : 1, alignment);
   if (!p) {
     failRun(run, "cannot allocate " + std::to_string(size) +
                      " bytes of device-reachable memory for a graph buffer");
@@ -121,10 +115,6 @@ bool checkTensor(RunState *run, const Tensor &t, DType dtype, int64_t rank,
 
 // Each *Impl returns false when the run must unwind.
 
-/// Describes a feed or state tensor `t` to the graph; with `contiguous`
-/// (the `_contiguous` entry points, identity-layout memrefs) as a row-major
-/// buffer: `t` itself when it is one, else a copy the run keeps alive. The
-/// graph never writes into these buffers (they are read-only tensors).
 /// Stages host tensor `t` into a row-major buffer of the run's memory
 /// (RunState::memory: the graph's kernels cannot reach host memory),
 /// released with the run's other buffers, and describes it.
@@ -154,10 +144,14 @@ bool stageInput(RunState *run, const Tensor &t, UnrankedMemRef *out) {
   return true;
 }
 
-/// A host copy of `t`, a view of memory the host cannot read (the run's
-/// device memory, RunState::memory.toHost): the span the view covers is
-/// copied out, then made row-major on the host. False if the copy failed.
-bool copyOut(RunState *run, const Tensor &t, Tensor &out) {
+/// A row-major host copy of the graph's view `t`. In memory the host cannot
+/// read (RunState::memory.toHost) the span the view covers is copied out,
+/// then made row-major on the host. False if that copy failed.
+bool hostCopy(RunState *run, const Tensor &t, Tensor &out) {
+  if (!run->memory.toHost) {
+    out = t.contiguousCopy();
+    return true;
+  }
   size_t es = dtypeSize(t.dtype);
   int64_t n = t.numel();
   if (n == 0) {
@@ -184,6 +178,12 @@ bool copyOut(RunState *run, const Tensor &t, Tensor &out) {
   return true;
 }
 
+/// Describes a feed or state tensor `t` to the graph: staged into the run's
+/// memory when the graph's kernels cannot reach host memory; otherwise,
+/// with `contiguous` (the `_contiguous` entry points, identity-layout
+/// memrefs) as a row-major buffer: `t` itself when it is one, else a copy
+/// the run keeps alive. The graph never writes into these buffers (they are
+/// read-only tensors).
 bool describeInput(RunState *run, const Tensor &t, UnrankedMemRef *out,
                    bool contiguous) {
   if (run->memory.stageInputs)
@@ -255,7 +255,7 @@ bool fetchImpl(RunState *run, int64_t id, DType dtype,
     // Device memory: the host gets a copy (every buffer the graph reads is
     // in it, staged inputs included).
     Tensor host;
-    if (!copyOut(run, t, host)) {
+    if (!hostCopy(run, t, host)) {
       failRun(run, "fetch " + std::to_string(id) +
                        ": copying the value from the device failed");
       return false;
@@ -273,7 +273,7 @@ bool fetchImpl(RunState *run, int64_t id, DType dtype,
     // reused while a fetched tensor holds it.
     std::shared_ptr<void> &owner = run->published[d->allocated];
     if (!owner)
-      owner = std::shared_ptr<void>(d->allocated, releaseFunction(run));
+      owner = std::shared_ptr<void>(d->allocated, run->memory.free);
     t.owner = owner;
     if (run->verifyFetches)
       run->fetchChecks.push_back({id, t, hashElements(t)});
@@ -290,13 +290,8 @@ bool fetchImpl(RunState *run, int64_t id, DType dtype,
 
 /// A host op's argument: a host copy of the graph's value.
 bool hostArgImpl(RunState *run, DType dtype, const UnrankedMemRef *in) {
-  Tensor t = view(in, dtype);
-  if (!run->memory.toHost) {
-    run->hostArgs.push_back(t.contiguousCopy());
-    return true;
-  }
   Tensor host;
-  if (!copyOut(run, t, host)) {
+  if (!hostCopy(run, view(in, dtype), host)) {
     failRun(run, "copying a host op's argument from the device failed");
     return false;
   }
@@ -480,7 +475,7 @@ void _mlir_memref_to_llvm_free(void *p) {
     return;
   auto it = current->published.find(p);
   if (it == current->published.end()) {
-    releaseFunction(current)(p);
+    current->memory.free(p);
     return;
   }
   // Published by a fetch: the fetched tensors keep it alive.

@@ -12,9 +12,7 @@
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #ifdef TERRA_ENABLE_CUDA
 #include "terra/Runtime/Cuda.h"
@@ -132,6 +130,20 @@ static void exposeStructors(llvm::Module &m) {
       entry.second->setLinkage(llvm::GlobalValue::ExternalLinkage);
       entry.second->setVisibility(llvm::GlobalValue::DefaultVisibility);
     }
+  }
+}
+
+/// The functions `<prefix>0`, `<prefix>1`, ... that exposeStructors made.
+static std::vector<void (*)()> structors(llvm::orc::LLJIT &jit,
+                                         const std::string &prefix) {
+  std::vector<void (*)()> out;
+  for (;;) {
+    auto sym = jit.lookup(prefix + std::to_string(out.size()));
+    if (!sym) {
+      llvm::consumeError(sym.takeError());
+      return out;
+    }
+    out.push_back(sym->toPtr<void (*)()>());
   }
 }
 
@@ -298,14 +310,11 @@ std::unique_ptr<CompiledGraph> CompiledGraph::compile(ModuleOp module,
     for (Attribute a : msgs)
       g->asserts.push_back(cast<StringAttr>(a).str());
 
-  registerBuiltinDialectTranslation(*module.getContext());
-  registerLLVMDialectTranslation(*module.getContext());
-  // GPU graphs (terra-gpu-pipeline): their kernel images are `gpu.binary`
-  // ops, embedded by the offloading translation.
-  registerGPUDialectTranslation(*module.getContext());
   {
+    // Builtin and LLVM, and for GPU graphs (terra-gpu-pipeline) the
+    // `gpu.binary` kernel images, embedded by the offloading translation.
     DialectRegistry registry;
-    gpu::registerOffloadingLLVMTranslationInterfaceExternalModels(registry);
+    registerAllGPUToLLVMIRTranslations(registry);
     module.getContext()->appendDialectRegistry(registry);
   }
 
@@ -347,23 +356,10 @@ std::unique_ptr<CompiledGraph> CompiledGraph::compile(ModuleOp module,
     if (!sym)
       return sym.takeError();
     g->objectJit = std::make_unique<ObjectJit>();
-    // Constructors now (exposeStructors; as many as there are), in order.
-    for (int i = 0;; ++i) {
-      auto ctor = (*jit)->lookup("terra.ctor." + std::to_string(i));
-      if (!ctor) {
-        llvm::consumeError(ctor.takeError());
-        break;
-      }
-      ctor->toPtr<void (*)()>()();
-    }
-    for (int i = 0;; ++i) {
-      auto dtor = (*jit)->lookup("terra.dtor." + std::to_string(i));
-      if (!dtor) {
-        llvm::consumeError(dtor.takeError());
-        break;
-      }
-      g->objectJit->destructors.push_back(dtor->toPtr<void (*)()>());
-    }
+    // Constructors now, in order (exposeStructors); destructors at unload.
+    for (void (*ctor)() : structors(**jit, "terra.ctor."))
+      ctor();
+    g->objectJit->destructors = structors(**jit, "terra.dtor.");
     g->objectJit->jit = std::move(*jit);
     g->entry = sym->toPtr<void (*)(void **)>();
     return llvm::Error::success();

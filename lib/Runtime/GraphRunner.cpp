@@ -36,10 +36,9 @@ void invokeRun(void (*entry)(void **), void **args,
   // except those published by a fetch: fetched tensors own them now.
   if (run.verifyFetches)
     detail::verifyPublished(run, nullptr);
-  void (*release)(void *) = run.memory.free ? run.memory.free : hostFree;
   for (void *p : run.buffers)
     if (!run.published.count(p))
-      release(p);
+      run.memory.free(p);
   run.buffers.clear();
   run.published.clear();
   run.fetchChecks.clear();

@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "terra/Runtime/HostAllocator.h"
+#include "terra/Runtime/CachingAllocator.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -19,12 +20,6 @@ constexpr size_t kBaseAlign = 64;
 
 // Plain arithmetic instead of llvm/Support/MathExtras.h: the runtime core
 // has no LLVM dependency (it travels to GPU machines, docs/gpu.md).
-unsigned log2Floor(size_t v) {
-  unsigned log = 0;
-  while (v >>= 1)
-    ++log;
-  return log;
-}
 size_t alignUp(size_t v, size_t align) {
   return (v + align - 1) / align * align;
 }
@@ -98,10 +93,8 @@ void trimTo(Cache &c, size_t target) {
 size_t hostSizeClass(size_t size) {
   if (size < kMinCached)
     return 0;
-  // Four classes per power of two: steps of a quarter of the power below.
-  unsigned log = log2Floor(size);
-  size_t step = size_t(1) << (log - 2);
-  return alignUp(size, step);
+  // Four classes per power of two, as for device memory.
+  return CachingAllocator::sizeClass(size);
 }
 
 void *hostAlloc(size_t size, size_t alignment) {

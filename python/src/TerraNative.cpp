@@ -129,14 +129,7 @@ public:
       return py::none();
     return toArray(t);
   }
-  /// Copies published values straight into host memory, for a committed
-  /// iteration's state: `items` are (point, instance, tensor spec of the
-  /// destination). An item is copied when the value has the destination's
-  /// dtype and sizes and both are contiguous; returns, per item, whether it
-  /// was, or None (nothing copied) when a value was never published (the
-  /// run failed or was cancelled). One call, the GIL released once, and a
-  /// memcpy per value, instead of a fetch, a numpy array and a torch copy
-  /// each.
+  /// One value fetchInto copies.
   struct Copy {
     void *dst;
     const void *src;
@@ -166,6 +159,14 @@ public:
     helper.join();
   }
 
+  /// Copies published values straight into host memory, for a committed
+  /// iteration's state: `items` are (point, instance, tensor spec of the
+  /// destination). An item is copied when the value has the destination's
+  /// dtype and sizes and both are contiguous; returns, per item, whether it
+  /// was, or None (nothing copied) when a value was never published (the
+  /// run failed or was cancelled). One call, the GIL released once, and a
+  /// memcpy per value, instead of a fetch, a numpy array and a torch copy
+  /// each.
   py::object fetchInto(const py::list &items) {
     std::vector<std::pair<int64_t, uint64_t>> points;
     std::vector<Tensor> dsts;

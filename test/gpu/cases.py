@@ -138,6 +138,12 @@ module {
 """
 
 
+def library(mlir):
+    """The bundle's library for a graph: cases sharing a graph share it,
+    named after the first of them (graphs/<name>.so)."""
+    return next(name for name, text, *_ in CASES if text == mlir)
+
+
 def _pointwise(f):
     import torch
     return {0: torch.sigmoid(torch.tanh(f[1] * f[2] + f[1]))}

@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -313,12 +314,16 @@ TEST_F(SpinningChannels, AWaitPastItsSpinBlocksAndIsWoken) {
 
 class GraphTest : public ::testing::Test {
 protected:
-  std::unique_ptr<CompiledGraph> compile(const std::string &text,
-                                         const std::string &cacheDir = "") {
+  /// Parses `text` into `module` and lowers it: convert-to-linalg,
+  /// lower-graph, then `pipeline`.
+  void lower(const std::string &text,
+             const std::function<void(mlir::PassManager &)> &pipeline) {
     mlir::DialectRegistry registry;
     mlir::registerAllDialects(registry);
     mlir::registerAllExtensions(registry);
     registry.insert<terra::TerraDialect>();
+    // gpu-module-to-binary: the NVVM target and the GPU translations.
+    mlir::registerAllGPUToLLVMIRTranslations(registry);
     module = {}; // before the context it lives in (a second compile)
     ctx = std::make_unique<mlir::MLIRContext>(registry);
     ctx->loadAllAvailableDialects();
@@ -327,32 +332,24 @@ protected:
     mlir::PassManager pm(ctx.get());
     pm.addPass(terra::createTerraConvertToLinalg());
     pm.addPass(terra::createTerraLowerGraph());
-    terra::buildCPULoweringPipeline(pm);
+    pipeline(pm);
     EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
+  }
+  std::unique_ptr<CompiledGraph> compile(const std::string &text,
+                                         const std::string &cacheDir = "") {
+    lower(text,
+          [](mlir::PassManager &pm) { terra::buildCPULoweringPipeline(pm); });
     std::string error;
     auto g = CompiledGraph::compile(*module, "g", cacheDir, error);
     EXPECT_TRUE(g) << error;
     return g;
   }
-  /// With `gpu`: the GPU pipeline (kernels for sm_90 as PTX, cuBLAS).
+  /// Through the GPU pipeline (kernels for sm_90 as PTX, cuBLAS).
   std::unique_ptr<CompiledGraph> compileGPU(const std::string &text,
                                             std::string &error) {
-    mlir::DialectRegistry registry;
-    mlir::registerAllDialects(registry);
-    mlir::registerAllExtensions(registry);
-    registry.insert<terra::TerraDialect>();
-    // gpu-module-to-binary: the NVVM target and the GPU translations.
-    mlir::registerAllGPUToLLVMIRTranslations(registry);
-    module = {};
-    ctx = std::make_unique<mlir::MLIRContext>(registry);
-    ctx->loadAllAvailableDialects();
-    module = mlir::parseSourceString<mlir::ModuleOp>(text, ctx.get());
-    EXPECT_TRUE(module);
-    mlir::PassManager pm(ctx.get());
-    pm.addPass(terra::createTerraConvertToLinalg());
-    pm.addPass(terra::createTerraLowerGraph());
-    terra::buildGPULoweringPipeline(pm, terra::GPUPipelineOptions());
-    EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
+    lower(text, [](mlir::PassManager &pm) {
+      terra::buildGPULoweringPipeline(pm, terra::GPUPipelineOptions());
+    });
     return CompiledGraph::compile(*module, "g", "", error);
   }
   std::unique_ptr<mlir::MLIRContext> ctx;

@@ -13,6 +13,7 @@
 #define TERRA_RUNTIME_GRAPHRUNNER_H
 
 #include "terra/Runtime/Channels.h"
+#include "terra/Runtime/HostAllocator.h"
 
 #include <condition_variable>
 #include <functional>
@@ -67,8 +68,8 @@ public:
   /// arguments) is copied out with `toHost`, and staging copies in with
   /// `toDevice`. The copy functions return false on failure (the run fails).
   struct BufferMemory {
-    void *(*alloc)(size_t size, size_t alignment) = nullptr; ///< null: host
-    void (*free)(void *) = nullptr;                          ///< null: host
+    void *(*alloc)(size_t size, size_t alignment) = hostAlloc;
+    void (*free)(void *) = hostFree;
     bool stageInputs = false;
     bool (*toDevice)(void *dst, const void *src, size_t bytes) = nullptr;
     bool (*toHost)(void *dst, const void *src, size_t bytes) = nullptr;
