@@ -486,6 +486,9 @@ void _mlir_memref_to_llvm_free(void *p) {
 
 } // extern "C"
 
+// memref.copy between layouts (MemrefCopy.cpp).
+extern "C" void memrefCopy(int64_t, const int64_t *, const int64_t *);
+
 std::vector<std::pair<const char *, void *>>
 terra::rt::detail::runtimeSymbols() {
   std::vector<std::pair<const char *, void *>> syms;
@@ -514,6 +517,7 @@ terra::rt::detail::runtimeSymbols() {
   TERRA_RT_SYMBOL(_mlir_memref_to_llvm_alloc)
   TERRA_RT_SYMBOL(_mlir_memref_to_llvm_aligned_alloc)
   TERRA_RT_SYMBOL(_mlir_memref_to_llvm_free)
+  TERRA_RT_SYMBOL(memrefCopy)
 #undef TERRA_RT_DTYPE_SYMBOLS
 #undef TERRA_RT_SYMBOL
   return syms;

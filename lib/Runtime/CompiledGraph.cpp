@@ -154,15 +154,11 @@ static std::string errorString(llvm::Error err) {
   return s;
 }
 
-/// memref.copy of non-identity layouts (mlir_c_runner_utils).
-extern "C" void memrefCopy(int64_t, void *, void *);
-
 static llvm::orc::SymbolMap symbolMap(llvm::orc::MangleAndInterner &mangle) {
   llvm::orc::SymbolMap map;
   std::vector<std::pair<const char *, void *>> syms =
       terra::rt::detail::runtimeSymbols();
   terra::rt::detail::appendLibrarySymbols(syms);
-  syms.push_back({"memrefCopy", reinterpret_cast<void *>(&memrefCopy)});
 #ifdef TERRA_ENABLE_CUDA
   // GPU graphs: MLIR's mgpu* ABI and the cuBLAS library calls.
   for (auto entry : terra::cuda::entryPoints())
