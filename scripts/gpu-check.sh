@@ -9,6 +9,8 @@
 #   3. per-kernel time and DRAM bytes of the pointwise graph under ncu, and
 #      the GEMM graph's cuBLAS kernel against torch.mm;
 #   4. the benchmark suite, full size, eager and torch.compile.
+# Part 0 comes first: the Python front end's tests on the machine's torch
+# 2.x (CPU graphs), with the portable native module of frontend.tar.xz.
 set -u
 OUT=${OUT:-/tmp/gpu-check}
 mkdir -p "$OUT"
@@ -27,6 +29,22 @@ CUBLAS_DIR=$(dirname "$( (ls /usr/local/cuda/lib64/libcublas.so.13* 2>/dev/null;
   xargs -I{} find {} -name 'libcublas.so.13*' 2>/dev/null) | head -1)")
 echo "cublas: $CUBLAS_DIR"
 export LD_LIBRARY_PATH=$PWD/$B/lib:$CUBLAS_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+echo "== 0. front end on torch $(python3 -c 'import torch; print(torch.__version__)') (CPU graphs)"
+# The portable module (MLIR/LLVM inside) unpacked where TERRA_BUILD_DIR
+# points; the front-end tests that need no command-line tools (terra-opt
+# and terra-run link libMLIR.so, which is not here).
+FRONTEND=/tmp/terra-frontend
+FRONTEND_TESTS=${GPU_CHECK_FRONTEND_TESTS:-"test_function.py test_loops.py test_spec_conformance.py test_state.py test_tape.py test_sizes.py test_host_rng.py test_native_settings.py test_benchmark_programs.py test_main_job.py"}
+if [ -f $B/frontend.tar.xz ]; then
+  mkdir -p $FRONTEND && tar xJf $B/frontend.tar.xz -C $FRONTEND
+  T=${GPU_CHECK_FRONTEND_S:-150}
+  (cd test/python && TERRA_BUILD_DIR=$FRONTEND TERRA_GRAPH_THREADS=2 timeout $T python3 -m pytest \
+    $FRONTEND_TESTS -q -rf -p no:cacheprovider -n 12 --timeout 100 > "$OUT/frontend-tests.log" 2>&1)
+  echo "rc=$? ($(left) s left)"; grep -E "passed|failed|error" "$OUT/frontend-tests.log" | tail -25
+else
+  echo "no $B/frontend.tar.xz (scripts/gpu-bundle.py without --no-frontend builds it)"
+fi
 
 echo "== 1. CUDA runtime tests"
 timeout 120 $B/bin/CudaRuntimeTests 2>&1 | tee "$OUT/runtime-tests.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED) |OK \] Device|FAILED|Skipped|error" | head -40
