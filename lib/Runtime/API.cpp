@@ -144,6 +144,29 @@ bool stageInput(RunState *run, const Tensor &t, UnrankedMemRef *out) {
   return true;
 }
 
+/// False, with the run failed, if the device reported an error since the
+/// last check (RunState::memory.deviceError).
+bool deviceOk(RunState *run) {
+  if (!run->memory.deviceError)
+    return true;
+  std::string error = run->memory.deviceError();
+  if (error.empty())
+    return true;
+  failRun(run, "the device failed inside the graph: " + error);
+  return false;
+}
+
+/// The lowest and highest element view `t` touches (strides may be
+/// negative or zero); `t` is not empty.
+std::pair<int64_t, int64_t> viewSpan(const Tensor &t) {
+  int64_t lo = 0, hi = 0;
+  for (size_t d = 0; d < t.sizes.size(); ++d) {
+    int64_t reach = (t.sizes[d] - 1) * t.strides[d];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  return {lo, hi};
+}
+
 /// A row-major host copy of the graph's view `t`. In memory the host cannot
 /// read (RunState::memory.toHost) the span the view covers is copied out,
 /// then made row-major on the host. False if that copy failed.
@@ -158,13 +181,7 @@ bool hostCopy(RunState *run, const Tensor &t, Tensor &out) {
     out = Tensor::empty(t.dtype, t.sizes);
     return true;
   }
-  // Lowest and highest element the view touches (strides may be negative
-  // or zero).
-  int64_t lo = 0, hi = 0;
-  for (size_t d = 0; d < t.sizes.size(); ++d) {
-    int64_t reach = (t.sizes[d] - 1) * t.strides[d];
-    (reach < 0 ? lo : hi) += reach;
-  }
+  auto [lo, hi] = viewSpan(t);
   Tensor span = Tensor::empty(t.dtype, {hi - lo + 1});
   if (!run->memory.toHost(span.data, static_cast<char *>(t.data) + lo * es,
                           size_t(hi - lo + 1) * es))
@@ -247,11 +264,29 @@ uint64_t hashElements(const Tensor &t) {
   return h;
 }
 
+/// A device copy of the span view `t` covers, with `t`'s layout, owned by
+/// the result (RunState::memory.inputsOnDevice). False if it failed.
+bool deviceCopy(RunState *run, const Tensor &t, Tensor &out) {
+  size_t es = dtypeSize(t.dtype);
+  auto [lo, hi] = t.numel() ? viewSpan(t) : std::pair<int64_t, int64_t>{0, -1};
+  size_t bytes = size_t(hi - lo + 1) * es;
+  void *span = run->memory.alloc(bytes ? bytes : 1, 0);
+  if (!span)
+    return false;
+  out = t;
+  out.owner = std::shared_ptr<void>(span, run->memory.free);
+  out.data = static_cast<char *>(span) - lo * es;
+  return run->memory.onDevice(span, static_cast<const char *>(t.data) + lo * es,
+                              bytes);
+}
+
 bool fetchImpl(RunState *run, int64_t id, DType dtype,
                const UnrankedMemRef *in) {
+  if (!deviceOk(run))
+    return false;
   auto *d = static_cast<const RankedDescriptor *>(in->descriptor);
   Tensor t = view(in, dtype);
-  if (run->memory.toHost) {
+  if (run->memory.toHost && !run->memory.inputsOnDevice) {
     // Device memory: the host gets a copy (every buffer the graph reads is
     // in it, staged inputs included).
     Tensor host;
@@ -275,7 +310,7 @@ bool fetchImpl(RunState *run, int64_t id, DType dtype,
     if (!owner)
       owner = std::shared_ptr<void>(d->allocated, run->memory.free);
     t.owner = owner;
-    if (run->verifyFetches)
+    if (run->verifyFetches && !run->memory.inputsOnDevice)
       run->fetchChecks.push_back({id, t, hashElements(t)});
     run->channels.publishFetch(id, std::move(t));
     return true;
@@ -284,12 +319,24 @@ bool fetchImpl(RunState *run, int64_t id, DType dtype,
   // the host may change in place later (committing state, in-place ops), a
   // host op's result belongs to the host executor, and constants live in
   // the JIT module, which may be gone before the fetched tensor.
+  if (run->memory.inputsOnDevice) {
+    Tensor copy;
+    if (!deviceCopy(run, t, copy)) {
+      failRun(run, "fetch " + std::to_string(id) +
+                       ": copying the value on the device failed");
+      return false;
+    }
+    run->channels.publishFetch(id, std::move(copy));
+    return true;
+  }
   run->channels.publishFetch(id, t.contiguousCopy());
   return true;
 }
 
 /// A host op's argument: a host copy of the graph's value.
 bool hostArgImpl(RunState *run, DType dtype, const UnrankedMemRef *in) {
+  if (!deviceOk(run))
+    return false;
   Tensor host;
   if (!hostCopy(run, view(in, dtype), host)) {
     failRun(run, "copying a host op's argument from the device failed");
@@ -329,7 +376,7 @@ bool hostResultImpl(RunState *run, int64_t index, DType dtype,
                      dtypeName(dtype));
     return false;
   }
-  if (run->memory.stageInputs)
+  if (run->memory.stageInputs || run->memory.inputsOnDevice)
     return stageInput(run, t, out);
   if (!t.isContiguous())
     t = t.contiguousCopy();

@@ -26,8 +26,17 @@ void invokeRun(void (*entry)(void **), void **args,
   run.assertMessages = asserts;
   std::jmp_buf buf;
   run.jump = &buf;
+  if (run.memory.deviceError)
+    run.memory.deviceError(); // an earlier run's error is not this one's
   auto start = std::chrono::steady_clock::now();
   bool unwound = invokeWithUnwind(entry, args, &buf);
+  if (run.memory.deviceError && run.status == RunState::Status::Pending) {
+    std::string error = run.memory.deviceError();
+    if (!error.empty()) {
+      run.status = RunState::Status::Error;
+      run.error = "the device failed inside the graph: " + error;
+    }
+  }
   run.execSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count() -

@@ -24,7 +24,9 @@
 #include <functional>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
+#include <utility>
 
 using namespace terra::rt;
 
@@ -315,9 +317,10 @@ TEST_F(SpinningChannels, AWaitPastItsSpinBlocksAndIsWoken) {
 class GraphTest : public ::testing::Test {
 protected:
   /// Parses `text` into `module` and lowers it: convert-to-linalg,
-  /// lower-graph, then `pipeline`.
+  /// lower-graph (unless `pipeline` adds its own), then `pipeline`.
   void lower(const std::string &text,
-             const std::function<void(mlir::PassManager &)> &pipeline) {
+             const std::function<void(mlir::PassManager &)> &pipeline,
+             bool lowerGraph = true) {
     mlir::DialectRegistry registry;
     mlir::registerAllDialects(registry);
     mlir::registerAllExtensions(registry);
@@ -331,7 +334,8 @@ protected:
     EXPECT_TRUE(module);
     mlir::PassManager pm(ctx.get());
     pm.addPass(terra::createTerraConvertToLinalg());
-    pm.addPass(terra::createTerraLowerGraph());
+    if (lowerGraph)
+      pm.addPass(terra::createTerraLowerGraph());
     pipeline(pm);
     EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
   }
@@ -341,6 +345,17 @@ protected:
           [](mlir::PassManager &pm) { terra::buildCPULoweringPipeline(pm); });
     std::string error;
     auto g = CompiledGraph::compile(*module, "g", cacheDir, error);
+    EXPECT_TRUE(g) << error;
+    return g;
+  }
+  /// Through the front end's CPU pipeline (feeds and state as row-major
+  /// buffers, read in place).
+  std::unique_ptr<CompiledGraph> compileContiguous(const std::string &text) {
+    lower(
+        text, [](mlir::PassManager &pm) { terra::buildCPUGraphPipeline(pm); },
+        /*lowerGraph=*/false);
+    std::string error;
+    auto g = CompiledGraph::compile(*module, "g", "", error);
     EXPECT_TRUE(g) << error;
     return g;
   }
@@ -699,13 +714,22 @@ TEST_F(GraphTest, FetchesOfGraphBuffersAreNotCopied) {
 struct FakeDevice {
   static std::mutex mu;
   static std::set<void *> live;
-  static int copiesIn, copiesOut;
+  static int copiesIn, copiesOut, copiesOnDevice, allocsBeforeError;
+  static std::string pendingError;
   static bool failCopies;
   static void *alloc(size_t n, size_t) {
     void *p = std::malloc(n);
     std::lock_guard<std::mutex> lock(mu);
     live.insert(p);
+    if (allocsBeforeError > 0 && --allocsBeforeError == 0)
+      pendingError = "mgpuLaunchKernel: an illegal memory access";
     return p;
+  }
+  /// The device's error since the last call (RunState::memory.deviceError);
+  /// `allocsBeforeError` allocations in, one appears, as a failed kernel's.
+  static std::string deviceError() {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::exchange(pendingError, std::string());
   }
   static void release(void *p) {
     {
@@ -734,16 +758,48 @@ struct FakeDevice {
     auto it = live.upper_bound(const_cast<void *>(p));
     return it != live.begin() && *std::prev(it) == p;
   }
+  /// Whether tensor `t` views a device block (a fetch's owner is its block).
+  static bool onDevice(const Tensor &t) {
+    return isDevice(t.data) || isDevice(t.owner.get());
+  }
+  static bool onDevice(void *dst, const void *src, size_t n) {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_TRUE(live.count(dst)) << "copy on the device to host memory";
+    ++copiesOnDevice;
+    std::memcpy(dst, src, n);
+    return true;
+  }
   static RunState::BufferMemory memory() {
     live.clear();
-    copiesIn = copiesOut = 0;
+    copiesIn = copiesOut = copiesOnDevice = allocsBeforeError = 0;
+    pendingError.clear();
     failCopies = false;
     return {alloc, release, true, in, out};
+  }
+  /// The front end's memory on device="cuda": inputs are device tensors.
+  static RunState::BufferMemory inputsOnDeviceMemory() {
+    RunState::BufferMemory m = memory();
+    m.stageInputs = false;
+    m.inputsOnDevice = true;
+    m.onDevice = onDevice;
+    m.deviceError = deviceError;
+    return m;
+  }
+  /// A device tensor holding `values` (as PyTorch's CUDA tensors would be).
+  static Tensor tensor(std::vector<float> values) {
+    Tensor t = Tensor::empty(DType::F32, {int64_t(values.size())});
+    void *p = alloc(values.size() * sizeof(float), 0);
+    std::memcpy(p, values.data(), values.size() * sizeof(float));
+    t.data = p;
+    t.owner = std::shared_ptr<void>(p, release);
+    return t;
   }
 };
 std::mutex FakeDevice::mu;
 std::set<void *> FakeDevice::live;
-int FakeDevice::copiesIn, FakeDevice::copiesOut;
+int FakeDevice::copiesIn, FakeDevice::copiesOut, FakeDevice::copiesOnDevice,
+    FakeDevice::allocsBeforeError;
+std::string FakeDevice::pendingError;
 bool FakeDevice::failCopies;
 
 TEST_F(GraphTest, DeviceMemoryRunCopiesEveryValueInAndOut) {
@@ -783,6 +839,104 @@ TEST_F(GraphTest, DeviceMemoryRunCopiesEveryValueInAndOut) {
   // Every device block went back, fetched values included (they are copies).
   EXPECT_TRUE(FakeDevice::live.empty());
   EXPECT_TRUE(done->buffers.empty());
+}
+
+// device="cuda" in the front end: feeds are device memory read in place,
+// fetches stay on the device (a buffer of the run as is, a feed copied on
+// the device), host-op arguments are copied out and their results in.
+TEST_F(GraphTest, InputsOnDeviceAreReadInPlaceAndFetchesStayOnTheDevice) {
+  auto g = compile(kGraph);
+  ASSERT_TRUE(g);
+  GraphRunner runner(*g);
+  auto run = std::make_shared<RunState>();
+  run->memory = FakeDevice::inputsOnDeviceMemory();
+  HostOpFn square = squareHostOp();
+  bool argOnHost = true;
+  run->hostOps = [&](int64_t id, const std::vector<Tensor> &in,
+                     std::vector<Tensor> &out, std::string &err) {
+    for (const Tensor &t : in)
+      argOnHost = argOnHost && !FakeDevice::isDevice(t.data);
+    return square(id, in, out, err);
+  };
+  {
+    Tensor feed = FakeDevice::tensor({1, 2, 3, 4});
+    run->channels.sendFeed(1, feed);
+  }
+  run->channels.sendCase(2, 1);
+  run->channels.sendLoop(3, true);
+  run->channels.sendLoop(3, false);
+  runner.start(run);
+  auto done = runner.wait();
+  ASSERT_EQ(done->status, RunState::Status::Ok) << done->error;
+  {
+    Tensor neg, out;
+    ASSERT_TRUE(done->channels.waitFetch(0, 1, neg));
+    ASSERT_TRUE(done->channels.waitFetch(1, 1, out));
+    EXPECT_TRUE(FakeDevice::onDevice(neg));
+    EXPECT_TRUE(FakeDevice::onDevice(out));
+    EXPECT_EQ(at(neg, 3), -4);
+    EXPECT_FLOAT_EQ(at(out, 1), 16);
+    EXPECT_TRUE(argOnHost);
+    // Only the host op's result was copied in, only its argument out.
+    EXPECT_EQ(FakeDevice::copiesIn, 1);
+    EXPECT_EQ(FakeDevice::copiesOut, 1);
+  }
+  done->channels.cancel();
+  done.reset();
+  run.reset();
+  // The fetches held their blocks; released, every block went back.
+  EXPECT_TRUE(FakeDevice::live.empty());
+}
+
+TEST_F(GraphTest, InputsOnDeviceFetchOfAFeedIsCopiedOnTheDevice) {
+  // Row-major inputs: the graph fetches the feed's own buffer.
+  auto g = compileContiguous(R"mlir(
+module {
+  terra.graph @g {
+    %x = terra.feed 1 : tensor<4xf32>
+    terra.fetch 3 %x : tensor<4xf32>
+  }
+})mlir");
+  ASSERT_TRUE(g);
+  GraphRunner runner(*g);
+  auto run = std::make_shared<RunState>();
+  run->memory = FakeDevice::inputsOnDeviceMemory();
+  run->verifyFetches = true; // cannot hash device memory: skipped
+  Tensor feed = FakeDevice::tensor({1, 2, 3, 4});
+  run->channels.sendFeed(1, feed);
+  runner.start(run);
+  auto done = runner.wait();
+  ASSERT_EQ(done->status, RunState::Status::Ok) << done->error;
+  Tensor fedBack;
+  ASSERT_TRUE(done->channels.waitFetch(3, 1, fedBack));
+  EXPECT_NE(fedBack.data, feed.data);
+  EXPECT_TRUE(FakeDevice::onDevice(fedBack));
+  EXPECT_EQ(FakeDevice::copiesOnDevice, 1);
+  EXPECT_EQ(FakeDevice::copiesIn + FakeDevice::copiesOut, 0);
+  EXPECT_EQ(at(fedBack, 2), 3);
+}
+
+// A kernel that fails inside the graph's host code (the CUDA runtime
+// records the error) fails the run before the next fetch is published: no
+// value computed after it reaches the host.
+TEST_F(GraphTest, DeviceErrorInsideTheGraphFailsTheRunBeforeTheNextFetch) {
+  auto g = compile(kFetchGraph);
+  ASSERT_TRUE(g);
+  GraphRunner runner(*g);
+  auto run = std::make_shared<RunState>();
+  run->memory = FakeDevice::inputsOnDeviceMemory();
+  Tensor feed = FakeDevice::tensor({1, 2, 3, 4});
+  FakeDevice::pendingError = "stale: an earlier run's";
+  FakeDevice::allocsBeforeError = 1; // the first buffer's kernel fails
+  run->channels.sendFeed(1, feed);
+  run->channels.sendCase(4, 0);
+  runner.start(run);
+  auto done = runner.wait();
+  ASSERT_EQ(done->status, RunState::Status::Error);
+  EXPECT_EQ(done->error, "the device failed inside the graph: "
+                         "mgpuLaunchKernel: an illegal memory access");
+  Tensor neg;
+  EXPECT_FALSE(done->channels.waitFetch(0, 1, neg));
 }
 
 TEST_F(GraphTest, FailedCopyFromTheDeviceFailsTheRun) {

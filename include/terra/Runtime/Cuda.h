@@ -49,6 +49,12 @@ void *allocDevice(size_t bytes);
 void freeDevice(void *ptr);
 bool copyToDevice(void *dst, const void *src, size_t bytes);
 bool copyToHost(void *dst, const void *src, size_t bytes);
+/// Device to device (fetches of values the graph does not own, a committed
+/// iteration's state written into PyTorch's CUDA tensors).
+bool copyOnDevice(void *dst, const void *src, size_t bytes);
+/// Waits for all work queued in the context (every stream, PyTorch's too):
+/// a fetched buffer PyTorch let go of may still be read by its kernels.
+bool synchronize();
 /// Returns the cached device blocks to the driver.
 void releaseDeviceCache();
 

@@ -67,12 +67,26 @@ public:
   /// not (`toHost` set): every value the host receives (fetches, host-op
   /// arguments) is copied out with `toHost`, and staging copies in with
   /// `toDevice`. The copy functions return false on failure (the run fails).
+  ///
+  /// With `inputsOnDevice` (the front end on `device="cuda"`) feeds and state
+  /// are already device memory (PyTorch's CUDA tensors, by pointer) and are
+  /// read in place; host-op results are still staged in. Fetches stay on
+  /// the device: a buffer of the run is published as is (the host wraps it
+  /// as a CUDA tensor), anything else is first copied with `onDevice`, and
+  /// only host-op arguments are copied out with `toHost`.
   struct BufferMemory {
     void *(*alloc)(size_t size, size_t alignment) = hostAlloc;
     void (*free)(void *) = hostFree;
     bool stageInputs = false;
     bool (*toDevice)(void *dst, const void *src, size_t bytes) = nullptr;
     bool (*toHost)(void *dst, const void *src, size_t bytes) = nullptr;
+    bool inputsOnDevice = false;
+    bool (*onDevice)(void *dst, const void *src, size_t bytes) = nullptr;
+    /// Takes the device's last error on this thread (terra::cuda::
+    /// takeLastError): a kernel or copy that failed inside the graph's host
+    /// code fails the run before it publishes anything computed after it
+    /// (checked at each fetch and host-op argument and at the end).
+    std::string (*deviceError)() = nullptr;
   };
   BufferMemory memory;
 

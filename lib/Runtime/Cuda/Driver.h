@@ -24,6 +24,7 @@ namespace terra::cuda::detail {
   X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")                      \
   X(cuCtxPushCurrent, "cuCtxPushCurrent_v2")                                   \
   X(cuCtxPopCurrent, "cuCtxPopCurrent_v2")                                     \
+  X(cuCtxSynchronize, "cuCtxSynchronize")                                      \
   X(cuModuleLoadData, "cuModuleLoadData")                                      \
   X(cuModuleLoadDataEx, "cuModuleLoadDataEx")                                  \
   X(cuModuleUnload, "cuModuleUnload")                                          \
@@ -43,6 +44,7 @@ namespace terra::cuda::detail {
   X(cuMemcpyAsync, "cuMemcpyAsync")                                            \
   X(cuMemcpyHtoD, "cuMemcpyHtoD_v2")                                           \
   X(cuMemcpyDtoH, "cuMemcpyDtoH_v2")                                           \
+  X(cuMemcpyDtoD, "cuMemcpyDtoD_v2")                                           \
   X(cuMemsetD32Async, "cuMemsetD32Async")                                      \
   X(cuMemsetD16Async, "cuMemsetD16Async")
 

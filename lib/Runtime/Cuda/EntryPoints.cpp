@@ -314,4 +314,19 @@ bool terra::cuda::copyToHost(void *dst, const void *src, size_t bytes) {
                "copyToHost");
 }
 
+bool terra::cuda::copyOnDevice(void *dst, const void *src, size_t bytes) {
+  if (bytes == 0)
+    return true;
+  TERRA_CUDA_ENTER("copyOnDevice", false)
+  return check(*d,
+               d->cuMemcpyDtoD(reinterpret_cast<CUdeviceptr>(dst),
+                               reinterpret_cast<CUdeviceptr>(src), bytes),
+               "copyOnDevice");
+}
+
+bool terra::cuda::synchronize() {
+  TERRA_CUDA_ENTER("synchronize", false)
+  return check(*d, d->cuCtxSynchronize(), "synchronize");
+}
+
 void terra::cuda::releaseDeviceCache() { deviceCache().release(); }
