@@ -169,9 +169,20 @@ Session::compile(const CompileOptions &options, std::string &error,
   if (keep)
     print(stages->linalg);
   PassManager lower(ctx);
-  buildCPUGraphPipeline(lower);
+  if (options.device == "cpu") {
+    buildCPUGraphPipeline(lower);
+  } else if (options.device == "cuda") {
+    GPUPipelineOptions gpu;
+    gpu.chip = options.gpuChip;
+    lower.addPass(createTerraLowerGraph());
+    buildGPULoweringPipeline(lower, gpu);
+  } else {
+    error = "unknown device '" + options.device + "' (cpu or cuda)";
+    return nullptr;
+  }
   if (failed(lower.run(*module))) {
-    error = diags.take("lowering for the CPU failed");
+    error = diags.take(options.device == "cpu" ? "lowering for the CPU failed"
+                                               : "lowering for the GPU failed");
     return nullptr;
   }
   if (keep)

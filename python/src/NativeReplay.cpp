@@ -87,7 +87,7 @@ PyObject *dictGet(PyObject *d, PyObject *key) {
 /// Python replay, and attribute names interned once.
 struct Config {
   py::object placeholder, token, replayed, tensor, leafSpec, makeWrapper, match,
-      viewReal, relaxedValue, symDim, miss, cpu, wrapperKwnames;
+      viewReal, relaxedValue, symDim, miss, device, wrapperKwnames;
   // Entry attributes.
   PyObject *spec, *outs, *structName, *ids, *written, *effects, *site, *engine,
       *needsFlat;
@@ -547,7 +547,7 @@ py::object makePlaceholder(PyObject *shape, PyObject *stride, PyObject *offset,
                            PyObject *dtype) {
   PyObject *argv[] = {
       nullptr, config->placeholder.ptr(), shape,   stride, offset,
-      dtype,   config->cpu.ptr(),         Py_False};
+      dtype,   config->device.ptr(),      Py_False};
   return steal(PyObject_Vectorcall(config->makeWrapper.ptr(), argv + 1,
                                    2 | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                    config->wrapperKwnames.ptr()));
@@ -1181,7 +1181,7 @@ void configure(py::dict c) {
   cfg->relaxedValue = get("relaxed_value");
   cfg->symDim = get("SymDim");
   cfg->miss = get("miss");
-  cfg->cpu = py::str("cpu");
+  cfg->device = config && config->device ? config->device : py::str("cpu");
   for (py::handle t :
        {cfg->placeholder, cfg->replayed, cfg->tensor, cfg->leafSpec})
     if (!PyType_Check(t.ptr()))
@@ -1296,6 +1296,16 @@ void configure(py::dict c) {
 void terra::bindNativeReplay(py::module_ &m) {
   m.def("replay_configure", &configure, py::arg("config"),
         "Hands the Python replay's classes and helpers to replay_plain.");
+  m.def(
+      "replay_set_device",
+      [](py::object device) {
+        if (!config)
+          throw std::runtime_error("replay_set_device before replay_configure");
+        config->device = std::move(device);
+      },
+      py::arg("device"),
+      "The device of the placeholders replay_plain makes (the co-executed "
+      "function's: placeholder.set_device).");
   m.def(
       "replay_counts",
       [] {

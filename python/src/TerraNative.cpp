@@ -14,6 +14,9 @@
 #include "terra/Frontend/Session.h"
 #include "terra/Runtime/GraphRunner.h"
 #include "terra/Runtime/HostAllocator.h"
+#ifdef TERRA_ENABLE_CUDA
+#include "terra/Runtime/Cuda.h"
+#endif
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -88,11 +91,169 @@ py::array toArray(const Tensor &t) {
   return py::array(numpyDtype(t.dtype), shape, strides, t.data, base);
 }
 
+// DLPack's ABI (dlpack.h v0.8; the "dltensor" capsule every PyTorch
+// accepts in torch.utils.dlpack.from_dlpack): how fetched device buffers
+// become CUDA tensors without a copy.
+struct DLDevice {
+  int32_t deviceType; // kDLCPU = 1, kDLCUDA = 2
+  int32_t deviceId;
+};
+struct DLDataType {
+  uint8_t code; // kDLInt = 0, kDLFloat = 2, kDLBfloat = 4, kDLBool = 6
+  uint8_t bits;
+  uint16_t lanes;
+};
+struct DLTensor {
+  void *data;
+  DLDevice device;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t *shape, *strides;
+  uint64_t byteOffset;
+};
+struct DLManagedTensor {
+  DLTensor tensor;
+  void *managerCtx;
+  void (*deleter)(DLManagedTensor *self);
+};
+constexpr int32_t kDLCPU = 1, kDLCUDA = 2;
+
+DLDataType dlDataType(DType d) {
+  switch (d) {
+  case DType::F32:
+    return {2, 32, 1};
+  case DType::F64:
+    return {2, 64, 1};
+  case DType::F16:
+    return {2, 16, 1};
+  case DType::BF16:
+    return {4, 16, 1};
+  case DType::I64:
+    return {0, 64, 1};
+  case DType::I32:
+    return {0, 32, 1};
+  case DType::I16:
+    return {0, 16, 1};
+  case DType::I8:
+    return {0, 8, 1};
+  case DType::I1:
+    return {6, 8, 1};
+  }
+  return {2, 32, 1};
+}
+
+/// A "dltensor" capsule viewing `t` on `deviceType` (device 0: the CUDA
+/// runtime's context is device 0's primary context); it keeps `t`'s memory
+/// alive until the consumer's tensor or the unconsumed capsule is freed.
+/// A CUDA buffer goes back to the caching allocator, which may hand it to
+/// the next run, only after the kernels PyTorch queued on it are done.
+py::object toDLPack(const Tensor &t, int32_t deviceType) {
+  struct Holder {
+    Tensor tensor;
+    std::vector<int64_t> shape, strides;
+    DLManagedTensor managed;
+    bool device;
+    ~Holder() {
+#ifdef TERRA_ENABLE_CUDA
+      if (device)
+        terra::cuda::synchronize();
+#endif
+    }
+  };
+  auto *h = new Holder{t, t.sizes, t.strides, {}, deviceType == kDLCUDA};
+  DLTensor &d = h->managed.tensor;
+  d.data = t.data;
+  d.device = {deviceType, 0};
+  d.ndim = int32_t(t.sizes.size());
+  d.dtype = dlDataType(t.dtype);
+  d.shape = h->shape.data();
+  d.strides = h->strides.data();
+  d.byteOffset = 0;
+  h->managed.managerCtx = h;
+  h->managed.deleter = [](DLManagedTensor *m) {
+    delete static_cast<Holder *>(m->managerCtx);
+  };
+  // A consumer renames the capsule "used_dltensor" and calls the deleter
+  // itself; an unconsumed capsule deletes on destruction.
+  PyObject *capsule = PyCapsule_New(&h->managed, "dltensor", [](PyObject *cap) {
+    if (!PyCapsule_IsValid(cap, "dltensor"))
+      return;
+    auto *m =
+        static_cast<DLManagedTensor *>(PyCapsule_GetPointer(cap, "dltensor"));
+    m->deleter(m);
+  });
+  if (!capsule) {
+    delete h;
+    throw py::error_already_set();
+  }
+  return py::reinterpret_steal<py::object>(capsule);
+}
+
+/// The memory of runs of a graph compiled for `device="cuda"`: device
+/// buffers, feeds and state read in place from PyTorch's CUDA tensors,
+/// fetches left on the device (RunState::BufferMemory::inputsOnDevice).
+RunState::BufferMemory cudaMemory() {
+#ifdef TERRA_ENABLE_CUDA
+  RunState::BufferMemory m;
+  m.alloc = [](size_t n, size_t) { return terra::cuda::allocDevice(n); };
+  m.free = terra::cuda::freeDevice;
+  m.stageInputs = false;
+  m.toDevice = terra::cuda::copyToDevice;
+  m.toHost = terra::cuda::copyToHost;
+  m.inputsOnDevice = true;
+  m.onDevice = terra::cuda::copyOnDevice;
+  m.deviceError = terra::cuda::takeLastError;
+  return m;
+#else
+  throw std::runtime_error("this build of terra has no CUDA runtime (the "
+                           "CUDA toolkit was not found when it was built)");
+#endif
+}
+
+/// Waits for the work PyTorch queued on its current CUDA stream: the graph's
+/// kernels run on streams of their own, and must not read a tensor before
+/// the kernel or copy that writes it is done.
+void syncTorchStream() {
+  static py::object currentStream =
+      py::module_::import("torch.cuda").attr("current_stream");
+  currentStream().attr("synchronize")();
+}
+
+/// `spec` as a tensor in device memory: a PyTorch CUDA tensor as it is (its
+/// stream synchronized when `sync`), a host tensor (a Python scalar fed as a
+/// 0-dim tensor, a CPU input of a CUDA program) copied into a device buffer
+/// of `memory`.
+Tensor toDeviceTensor(py::tuple spec, const RunState::BufferMemory &memory,
+                      bool sync = true) {
+  Tensor t = toTensor(spec);
+  if (py::bool_(py::getattr(spec[4], "is_cuda", py::bool_(false)))) {
+    if (sync)
+      syncTorchStream();
+    return t;
+  }
+  Tensor host = t.isContiguous() ? t : t.contiguousCopy();
+  size_t bytes = size_t(host.numel()) * dtypeSize(host.dtype);
+  void *p = memory.alloc(bytes ? bytes : 1, 0);
+  if (!p)
+    throw std::runtime_error("cannot allocate " + std::to_string(bytes) +
+                             " bytes of device memory for a graph input");
+  Tensor dev = host;
+  dev.data = p;
+  dev.owner = std::shared_ptr<void>(p, memory.free);
+  if (!memory.toDevice(p, host.data, bytes))
+    throw std::runtime_error("copying a graph input of " +
+                             std::to_string(bytes) +
+                             " bytes to the device failed");
+  return dev;
+}
+
 /// One iteration of a graph on its runner: the host's end of the channels.
 class Run {
 public:
-  Run(std::shared_ptr<GraphRunner> runner, std::shared_ptr<RunState> state)
-      : runner(std::move(runner)), state(std::move(state)) {}
+  Run(std::shared_ptr<GraphRunner> runner, std::shared_ptr<RunState> state,
+      bool onDevice)
+      : runner(std::move(runner)), state(std::move(state)), onDevice(onDevice) {
+  }
 
   void start() {
     if (started)
@@ -101,7 +262,8 @@ public:
     runner->start(state);
   }
   void feed(int64_t point, py::tuple spec) {
-    state->channels.sendFeed(point, toTensor(spec));
+    state->channels.sendFeed(
+        point, onDevice ? toDeviceTensor(spec, state->memory) : toTensor(spec));
   }
   void sendCase(int64_t point, uint32_t index) {
     state->channels.sendCase(point, index);
@@ -118,6 +280,8 @@ public:
   /// which stays valid after the run ends or is cancelled. The graph may
   /// still read the buffer until its run ends: the host must not write into
   /// a fetched array before then.
+  /// On a CUDA graph the value stays on the device: a DLPack capsule
+  /// (torch.utils.dlpack.from_dlpack) instead of an array.
   py::object fetch(int64_t point, uint64_t instance) {
     Tensor t;
     bool ok;
@@ -127,6 +291,8 @@ public:
     }
     if (!ok)
       return py::none();
+    if (onDevice)
+      return toDLPack(t, kDLCUDA);
     return toArray(t);
   }
   /// One value fetchInto copies.
@@ -140,7 +306,15 @@ public:
   /// ~25 MB of state: one thread copied it at ~3.5 GB/s on a 2-core VM) and
   /// the machine has a second core. The run has ended, so the runner's
   /// core is free.
-  static void copyAll(const std::vector<Copy> &copies, size_t total) {
+  void copyAll(const std::vector<Copy> &copies, size_t total) {
+    if (onDevice) {
+      // Device to device (the destinations are PyTorch's CUDA tensors).
+      for (const Copy &c : copies)
+        if (!state->memory.onDevice(c.dst, c.src, c.bytes))
+          throw std::runtime_error("committing state: a copy on the device "
+                                   "failed");
+      return;
+    }
     constexpr size_t kParallelBytes = size_t(2) << 20;
     auto run = [&](size_t begin, size_t end) {
       for (size_t i = begin; i < end; ++i)
@@ -254,13 +428,15 @@ public:
 private:
   std::shared_ptr<GraphRunner> runner;
   std::shared_ptr<RunState> state;
+  bool onDevice;
   bool started = false, finished = false;
 };
 
 /// A compiled graph and its runner thread.
 class Graph {
 public:
-  Graph(std::unique_ptr<CompiledGraph> g) : graph(std::move(g)) {
+  Graph(std::unique_ptr<CompiledGraph> g, std::string device)
+      : graph(std::move(g)), device(std::move(device)) {
     runner = std::make_shared<GraphRunner>(*graph);
   }
   ~Graph() {
@@ -275,8 +451,15 @@ public:
                             " states, " + std::to_string(states.size()) +
                             " given");
     auto state = std::make_shared<RunState>();
+    bool onDevice = device == "cuda";
+    if (onDevice)
+      state->memory = cudaMemory();
+    if (onDevice && !states.empty())
+      syncTorchStream(); // once for all the state
     for (py::tuple &s : states)
-      state->states.push_back(toTensor(s));
+      state->states.push_back(onDevice ? toDeviceTensor(s, state->memory,
+                                                        /*sync=*/false)
+                                       : toTensor(s));
     if (!hostExecutor.is_none()) {
       // Held through pyOwner: the run may be released on the runner thread,
       // and dropping the reference there needs the GIL.
@@ -301,9 +484,10 @@ public:
         }
       };
     }
-    return std::make_unique<Run>(runner, std::move(state));
+    return std::make_unique<Run>(runner, std::move(state), onDevice);
   }
   std::unique_ptr<CompiledGraph> graph;
+  std::string device;
   std::shared_ptr<GraphRunner> runner;
 };
 
@@ -429,34 +613,41 @@ PYBIND11_MODULE(_terra_native, m) {
              d["keys"] = r.keys;
              return d;
            })
-      .def("compile",
-           [](Session &s, const std::string &cacheDir, unsigned maxDup,
-              bool keepStages) {
-             CompileOptions options;
-             options.cacheDir = cacheDir;
-             options.maxDuplication = maxDup;
-             options.keepStages = keepStages;
-             CompileStages stages;
-             std::string error;
-             std::unique_ptr<CompiledGraph> g;
-             {
-               py::gil_scoped_release release;
-               g = s.compile(options, error, &stages);
-             }
-             if (!g)
-               throw std::runtime_error(error);
-             py::dict st;
-             st["trace_graph"] = stages.traceGraph;
-             st["graph"] = stages.graph;
-             st["linalg"] = stages.linalg;
-             st["lowered"] = stages.lowered;
-             return py::make_tuple(std::make_unique<Graph>(std::move(g)), st);
-           },
-           py::arg("cache_dir") = "", py::arg("max_duplication") = 64,
-           py::arg("keep_stages") = false)
-      .def("cursor",
-           [](Session &s) { return std::make_unique<PyCursor>(s.graph()); },
-           py::keep_alive<0, 1>())
+      .def(
+          "compile",
+          [](Session &s, const std::string &cacheDir, unsigned maxDup,
+             bool keepStages, const std::string &device,
+             const std::string &gpuChip) {
+            CompileOptions options;
+            options.cacheDir = cacheDir;
+            options.maxDuplication = maxDup;
+            options.keepStages = keepStages;
+            options.device = device;
+            options.gpuChip = gpuChip;
+            CompileStages stages;
+            std::string error;
+            std::unique_ptr<CompiledGraph> g;
+            {
+              py::gil_scoped_release release;
+              g = s.compile(options, error, &stages);
+            }
+            if (!g)
+              throw std::runtime_error(error);
+            py::dict st;
+            st["trace_graph"] = stages.traceGraph;
+            st["graph"] = stages.graph;
+            st["linalg"] = stages.linalg;
+            st["lowered"] = stages.lowered;
+            return py::make_tuple(std::make_unique<Graph>(std::move(g), device),
+                                  st);
+          },
+          py::arg("cache_dir") = "", py::arg("max_duplication") = 64,
+          py::arg("keep_stages") = false, py::arg("device") = "cpu",
+          py::arg("gpu_chip") = "sm_90")
+      .def(
+          "cursor",
+          [](Session &s) { return std::make_unique<PyCursor>(s.graph()); },
+          py::keep_alive<0, 1>())
       .def_property_readonly("unrolled_loops", &Session::unrolledLoops)
       .def("trace_graph_text", &Session::traceGraphText)
       .def("trace_graph_dot", &Session::traceGraphDot)
@@ -480,8 +671,8 @@ PYBIND11_MODULE(_terra_native, m) {
       .def("take_signals", &PyCursor::takeSignals);
 
   py::class_<Graph>(m, "Graph")
-      .def_property_readonly(
-          "state_names", [](Graph &g) { return g.graph->stateNames(); })
+      .def_property_readonly("state_names",
+                             [](Graph &g) { return g.graph->stateNames(); })
       .def_property_readonly("host_ops",
                              [](Graph &g) {
                                std::vector<std::pair<std::string, std::string>>
@@ -495,6 +686,7 @@ PYBIND11_MODULE(_terra_native, m) {
       .def_property_readonly(
           "loaded_from_cache",
           [](Graph &g) { return g.graph->loadedFromCache(); })
+      .def_property_readonly("device", [](Graph &g) { return g.device; })
       .def("new_run", &Graph::newRun, py::arg("states"),
            py::arg("host_executor") = py::none(), py::keep_alive<0, 1>());
 

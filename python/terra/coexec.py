@@ -39,7 +39,7 @@ from . import native, relax, replay, tracing
 from .placeholder import Placeholder, Token, real, view_placeholder
 from .loops import restrict, transitions
 from .replay import _MISS, TapeRecorder, _Replayed
-from .runio import from_fetch, tensor_spec
+from .runio import from_fetch, tensor_spec, to_torch
 from .sites import Site, user_line
 from .tape import End, Entry, Tape, flat_inputs, relax_spec
 from .trace import ConstSource, FeedEvent, OpEvent, StateEvent, ValueRef, moves_loops
@@ -828,7 +828,7 @@ class CoExecutor(TapeRecorder, _Recorder):
         if arr is None:
             return None
         with self.pause():
-            return torch.from_numpy(arr)
+            return to_torch(arr)
 
     def _fetch_array(self, fid: int, inst: int) -> Any:
         """A fetch point's value as the run hands it over (None: the run

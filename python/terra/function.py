@@ -61,7 +61,7 @@ from torch.utils._pytree import tree_map
 from . import loops, native, relax, sizes, tracing
 from .coexec import CoExecutor, op_key
 from .runio import tensor_spec
-from .placeholder import Placeholder
+from .placeholder import Placeholder, set_device as set_placeholder_device
 from .sites import user_line
 from .state import StateRegistry
 from .trace import OpEvent, StateEvent, Trace, module_text, moves_loops
@@ -144,9 +144,7 @@ class TerraFunction:
                  optimizers: Optional[Sequence[torch.optim.Optimizer]] = None,
                  cache_dir: Optional[str] = None, max_duplication: int = 64,
                  compile_in_background: Optional[bool] = None):
-        if device != "cpu":
-            raise NotImplementedError(f"terra.function(device={device!r}): only the CPU backend exists "
-                                      "so far; the CUDA backend is not built yet")
+        self.device = _check_device(device)
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.serialized = serialized
@@ -207,7 +205,9 @@ class TerraFunction:
     # -- the call ------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.registry is None:
-            self.registry = _discover_state(self.fn, args, *self._explicit)
+            registry = _discover_state(self.fn, args, *self._explicit)
+            _check_state_device(registry, self.device)
+            self.registry = registry
         if self.phase == "compiling":
             if not self._compiling.done():
                 return self._eager_while_compiling(args, kwargs)
@@ -410,7 +410,8 @@ class TerraFunction:
         self._log(f"compiling ({self.session.num_nodes} TraceGraph nodes"
                   f"{', in the background' if self.compile_in_background else ''})")
         self.graph = self.cursor = None
-        job = _BackgroundCompile(self.session, self.cache_dir, self.max_duplication, keep_stages)
+        job = _BackgroundCompile(self.session, self.cache_dir, self.max_duplication, keep_stages,
+                                 self.device)
         if self.compile_in_background and not keep_stages:
             self._compiling = job
             self.phase = "compiling"
@@ -532,6 +533,7 @@ class TerraFunction:
 
     def _coexec(self, args: tuple, kwargs: dict) -> Any:
         start = time.perf_counter()
+        set_placeholder_device(self.device)
         ex = CoExecutor(self, self.registry, args, kwargs, sys._getframe(), self.serialized)
         # Freeing a step's records (its placeholders, entries, recorder)
         # costs the host ~0.5-1 ms of deallocation. The step's CoExecutor is
@@ -610,14 +612,49 @@ class TerraFunction:
         self.stats.fallbacks.append(Fallback(it, reason, site))
 
 
+def _check_device(device: Any) -> str:
+    """`device` of `terra.function` as "cpu" or "cuda" (the graph's backend:
+    the CPU pipeline, or the GPU pipeline with device memory, docs/gpu.md).
+    "cuda" needs a CUDA device that torch sees; the program's parameters,
+    optimizer state and inputs are then CUDA tensors, which the graph reads
+    and the commit writes in place."""
+    try:
+        parsed = torch.device(device) if isinstance(device, (str, torch.device)) else None
+    except RuntimeError:
+        parsed = None
+    if parsed is None or parsed.type not in ("cpu", "cuda"):
+        raise ValueError(f"terra.function(device={device!r}): the device is 'cpu' or 'cuda'")
+    name = parsed.type
+    if name == "cuda" and parsed.index not in (None, 0):
+        raise ValueError(f"terra.function(device={device!r}): graphs run on CUDA device 0 "
+                         "(select another one with CUDA_VISIBLE_DEVICES)")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"terra.function(device={device!r}): torch sees no CUDA device here "
+                           "(torch.cuda.is_available() is False); use device='cpu'")
+    return name
+
+
+def _check_state_device(registry: StateRegistry, device: str) -> None:
+    """The graph reads and writes the program's persistent state in place on
+    its device: state elsewhere is a clear error at the first call, not a
+    failed copy at the first commit."""
+    wrong = [f"{name} ({t.device})" for name, t in registry.tensors().items() if t.device.type != device]
+    if wrong:
+        more = f" and {len(wrong) - 3} more" if len(wrong) > 3 else ""
+        raise ValueError(f"terra.function(device={device!r}): the program's parameters, buffers and "
+                         f"optimizer state must be on {device}, but {', '.join(wrong[:3])}{more} are not "
+                         f"(move the model with .to({device!r}) before the first step)")
+
+
 class _BackgroundCompile:
     """One compilation of a session's graph, on a thread of its own or on
     the caller's. The native compiler releases the GIL, so Python keeps
     running the program; nothing touches the session until it is done
     (calls in the meantime run eagerly, untraced)."""
 
-    def __init__(self, session: Any, cache_dir: str, max_duplication: int, keep_stages: bool):
-        self._args = (cache_dir, max_duplication, keep_stages)
+    def __init__(self, session: Any, cache_dir: str, max_duplication: int, keep_stages: bool,
+                 device: str = "cpu"):
+        self._args = (cache_dir, max_duplication, keep_stages, device)
         self._session = session
         self._outcome: Optional[tuple] = None
         self._thread: Optional[threading.Thread] = None
@@ -944,7 +981,7 @@ def explain(fn: TerraFunction, directory: Optional[str] = None) -> dict[str, str
     (out / "traces.mlir").write_text(module_text(fn.traces))
     paths["traces.mlir"] = str(out / "traces.mlir")
     try:
-        _, stages = fn.session.compile(fn.cache_dir, fn.max_duplication, True)
+        _, stages = fn.session.compile(fn.cache_dir, fn.max_duplication, True, fn.device)
     except RuntimeError as exc:
         (out / "error.txt").write_text(str(exc))
         paths["error.txt"] = str(out / "error.txt")

@@ -35,6 +35,31 @@ class Token:
     __slots__ = ("__weakref__",)
 
 
+# The device of the placeholders a co-executed step makes: the device of the
+# function's graph (`terra.function(device=...)`), so that a program sees
+# the devices eager would give it. One step runs at a time (function.
+# _run_step), and set_device sets it when one starts.
+DEVICE = torch.device("cpu")
+
+
+def set_device(device: str) -> None:
+    """Makes placeholders on `device` from now on (the native replay too)."""
+    global DEVICE
+    if DEVICE == torch.device(device):
+        return
+    DEVICE = torch.device(device)
+    try:
+        from . import native  # noqa: PLC0415 - built with the front end
+        module = native.load()
+    except ImportError:
+        return
+    if hasattr(module, "replay_set_device"):
+        try:
+            module.replay_set_device(DEVICE)
+        except RuntimeError:
+            pass  # the native replay is not configured (TERRA_NATIVE_REPLAY=0)
+
+
 class Placeholder(torch.Tensor):
     """A tensor whose value the graph computes (see the module docstring)."""
 
@@ -43,17 +68,18 @@ class Placeholder(torch.Tensor):
     __torch_function__ = torch._C._disabled_torch_function_impl
 
     @staticmethod
-    def __new__(cls, meta: torch.Tensor, token: Optional[Token] = None, device: Any = "cpu",
+    def __new__(cls, meta: torch.Tensor, token: Optional[Token] = None, device: Any = None,
                 offset: Optional[int] = None):
         return cls.make(meta.shape, meta.stride(), meta.storage_offset() if offset is None else offset,
                         meta.dtype, token, device)
 
     @classmethod
     def make(cls, shape: tuple, stride: tuple, offset: int, dtype: torch.dtype,
-             token: Optional[Token] = None, device: Any = "cpu") -> "Placeholder":
-        """A placeholder from its metadata (no meta tensor needed)."""
+             token: Optional[Token] = None, device: Any = None) -> "Placeholder":
+        """A placeholder from its metadata (no meta tensor needed), on
+        `device` (default: the co-executed function's, `set_device`)."""
         r = torch.Tensor._make_wrapper_subclass(cls, shape, strides=stride, storage_offset=offset,
-                                                dtype=dtype, device=device, requires_grad=False)
+                                                dtype=dtype, device=device or DEVICE, requires_grad=False)
         r._terra_token = token if token is not None else Token()
         return r  # the other attributes start as the class defaults below
 

@@ -20,9 +20,9 @@ from typing import Any, Callable, Optional
 import torch
 from torch.utils._pytree import LeafSpec, tree_flatten, tree_unflatten
 
-from . import sizes
+from . import placeholder, sizes
 from .placeholder import Placeholder, Token, view_placeholder
-from .runio import from_fetch, tensor_spec
+from .runio import from_fetch, tensor_spec, to_torch
 from .sites import is_engine_site, user_line
 from .tape import (Entry, Tape, Untapeable, _match, flat_inputs, form_matches, matches, relax_host_shapes,
                    relaxed_arg, relaxed_value, spec_of)
@@ -560,7 +560,7 @@ class TapeRecorder:
             k = r[0]
             if k == "new":
                 ph = _make_wrapper(Placeholder, r[1], strides=r[2], storage_offset=r[3], dtype=r[4],
-                                   device="cpu", requires_grad=False)
+                                   device=placeholder.DEVICE, requires_grad=False)
                 ph._terra_token = Token()
                 ph._terra_where = r[5]
                 outs.append(ph)
@@ -804,8 +804,8 @@ class TapeRecorder:
                 return self._replay_end_failed(result)
             # Published (fetch_into saw every commit), so no fetch fails now.
             for name, fid, inst in late:
-                by_name[name].set(torch.from_numpy(self.run.fetch(fid, inst)))
-            returns = [torch.from_numpy(arr) for arr in returns]
+                by_name[name].set(to_torch(self.run.fetch(fid, inst)))
+            returns = [to_torch(arr) for arr in returns]
         for name in end.dropped:
             by_name[name].set(None)
         for (i, _, _), v in zip(end.returns, returns):

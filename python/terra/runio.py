@@ -1,10 +1,13 @@
 """How tensors cross between the Python host and a graph run (the native
-runtime's channels): no copies either way."""
+runtime's channels): no copies either way. A CUDA graph's fetches stay on
+the device and arrive as DLPack capsules; a CPU graph's as numpy arrays."""
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
+import torch.utils.dlpack
 
 from .mlir_text import ELEMENT_TYPES, element_type
 
@@ -21,10 +24,19 @@ def tensor_spec(t: torch.Tensor) -> tuple:
     return (t.data_ptr(), element, t.shape, t.stride(), t)
 
 
+def to_torch(value: Any) -> torch.Tensor:
+    """A fetched value (`Run.fetch`) as a tensor viewing the runtime's
+    buffer: a numpy array from a CPU graph, a DLPack capsule (a CUDA
+    tensor) from a CUDA graph."""
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(value)
+    return torch.utils.dlpack.from_dlpack(value)
+
+
 def from_fetch(run: Any, fid: int, inst: int) -> torch.Tensor:
     """Instance `inst` of fetch point `fid` of a run, as a tensor viewing the
     runtime's buffer."""
     arr = run.fetch(fid, inst)
     if arr is None:
         raise RuntimeError("the graph run that computed this value did not publish it")
-    return torch.from_numpy(arr)
+    return to_torch(arr)

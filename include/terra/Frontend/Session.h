@@ -47,6 +47,11 @@ struct CompileOptions {
   std::string cacheDir;
   /// Keep the IR after each stage (for terra.explain).
   bool keepStages = false;
+  /// "cpu": the CPU pipeline (loops, BLAS, oneDNN). "cuda": the GPU
+  /// pipeline (kernels for `gpuChip`, cuBLAS), whose runs need device
+  /// memory (docs/gpu.md).
+  std::string device = "cpu";
+  std::string gpuChip = "sm_90";
 };
 
 /// The IR after each stage of one compilation, printed.

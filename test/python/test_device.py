@@ -1,0 +1,86 @@
+"""`terra.function(device=...)`: the device option, graphs compiled for the
+GPU through the front end's session, and (on a machine with a CUDA device:
+scripts/gpu-check.sh part 0) co-execution on device="cuda" against eager
+CUDA PyTorch."""
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import terra
+from coexec_helpers import batches, compare, sgd_program
+
+CUDA = torch.cuda.is_available()
+
+
+def test_unknown_device_is_refused() -> None:
+    for device in ("tpu", "cuda:1", 3):
+        with pytest.raises(ValueError, match="terra.function\\(device="):
+            terra.function(lambda: None, device=device)
+
+
+@pytest.mark.skipif(CUDA, reason="checks the error without a CUDA device")
+def test_cuda_without_a_device_says_so() -> None:
+    with pytest.raises(RuntimeError, match="torch sees no CUDA device"):
+        terra.function(lambda: None, device="cuda")
+
+
+def test_session_compiles_the_merged_graph_for_the_gpu() -> None:
+    """The front end's session lowers the graph it traced on the CPU through
+    the GPU pipeline: kernels as PTX in a gpu.binary, GEMMs as cuBLAS calls,
+    and the JIT links the host code against the CUDA runtime."""
+    torch.manual_seed(0)
+    step, model, opt = sgd_program()()
+    fn = terra.function(step, cache_dir=None)
+    for x, y in batches(3):
+        fn(x, y)
+    try:
+        graph, stages = fn.session.compile("", 64, True, "cuda")
+    except RuntimeError as exc:
+        if "no CUDA runtime" in str(exc):
+            pytest.skip(str(exc))
+        raise
+    assert graph.device == "cuda"
+    lowered = stages["lowered"]
+    assert "gpu.binary" in lowered
+    assert re.search(r"call @_?\w*terra_cuda_\w+", lowered), "the GEMMs are not cuBLAS calls"
+    with pytest.raises(RuntimeError, match="unknown device 'tpu'"):
+        fn.session.compile("", 64, False, "tpu")
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device (scripts/gpu-check.sh runs it there)")
+def test_mlp_sgd_on_cuda_matches_eager() -> None:
+    def on_cuda(make):
+        def build():
+            step, model, opt = make()
+            model.cuda()
+            return step, model, opt
+        return build
+    inputs = [(x.cuda(), y.cuda()) for x, y in batches(8)]
+    stats = compare(on_cuda(sgd_program(momentum=0.9)), inputs, max_fallbacks=0, device="cuda")
+    assert stats["coexec_iterations"] >= 4, stats
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device (scripts/gpu-check.sh runs it there)")
+def test_adam_with_item_on_cuda_matches_eager() -> None:
+    def build():
+        step, model, opt = sgd_program(read_item=True, optimizer=torch.optim.Adam, lr=1e-2,
+                                       loss=lambda m, x, y: F.mse_loss(m(x).sum(1), y.float()))()
+        model.cuda()
+        return step, model, opt
+    inputs = [(x.cuda(), y.cuda()) for x, y in batches(8)]
+    compare(build, inputs, max_fallbacks=0, device="cuda")
+
+
+def test_state_on_another_device_is_a_clear_error_at_the_first_call() -> None:
+    model = torch.nn.Linear(4, 2, device="meta")
+
+    @terra.function
+    def step(x):
+        return model(x).sum()
+
+    with pytest.raises(ValueError, match=r"must be on cpu, but param:weight \(meta\)"):
+        step(torch.randn(3, 4))
