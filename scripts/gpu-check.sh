@@ -35,7 +35,7 @@ echo "== 0. front end on torch $(python3 -c 'import torch; print(torch.__version
 # points; the front-end tests that need no command-line tools (terra-opt
 # and terra-run link libMLIR.so, which is not here).
 FRONTEND=/tmp/terra-frontend
-FRONTEND_TESTS=${GPU_CHECK_FRONTEND_TESTS:-"test_function.py test_loops.py test_spec_conformance.py test_state.py test_tape.py test_sizes.py test_host_rng.py test_native_settings.py test_benchmark_programs.py test_main_job.py"}
+FRONTEND_TESTS=${GPU_CHECK_FRONTEND_TESTS:-"test_device.py test_function.py test_loops.py test_spec_conformance.py test_state.py test_tape.py test_sizes.py test_host_rng.py test_native_settings.py test_benchmark_programs.py test_main_job.py"}
 if [ -f $B/frontend.tar.xz ]; then
   mkdir -p $FRONTEND && tar xJf $B/frontend.tar.xz -C $FRONTEND
   T=${GPU_CHECK_FRONTEND_S:-150}
