@@ -1,19 +1,24 @@
 #!/bin/bash
 # The GPU machine's checks (docs/gpu.md "Carrying a build to a GPU machine").
 # Runs there, from the repository root, with .gpu-bundle (scripts/gpu-bundle.py)
-# carried; writes logs and JSON under $OUT. Each part has its own time limit,
+# carried. Logs and JSON go to $L and are packed into $OUT/check.tgz after
+# each part (a device run returns at most 8 files); the console output is
+# the summary. Each part has its own time limit,
 # and the whole stays inside GPU_CHECK_BUDGET_S (default 480) so a device
 # lease is not overrun; benchmark results are written after each program.
 #   1. the CUDA runtime tests (Device.* must pass, not skip);
 #   2. the GPU graphs of test/gpu/cases.py against torch CUDA;
 #   3. per-kernel time and DRAM bytes of the pointwise graph under ncu, and
 #      the GEMM graph's cuBLAS kernel against torch.mm;
+#   3c. terra on device="cuda" on two benchmark programs (eager vs terra);
 #   4. the benchmark suite, full size, eager and torch.compile.
 # Part 0 comes first: the Python front end's tests on the machine's torch
 # 2.x (CPU graphs), with the portable native module of frontend.tar.xz.
 set -u
 OUT=${OUT:-/tmp/gpu-check}
-mkdir -p "$OUT"
+L=/tmp/gpu-check-logs
+mkdir -p "$OUT" $L
+packlogs() { tar czf "$OUT/check.tgz" -C $L . 2>/dev/null; }
 BUDGET=${GPU_CHECK_BUDGET_S:-480}
 START=$(date +%s)
 left() { echo $((BUDGET - ($(date +%s) - START))); }
@@ -40,18 +45,21 @@ if [ -f $B/frontend.tar.xz ]; then
   mkdir -p $FRONTEND && tar xJf $B/frontend.tar.xz -C $FRONTEND
   T=${GPU_CHECK_FRONTEND_S:-150}
   (cd test/python && TERRA_BUILD_DIR=$FRONTEND TERRA_GRAPH_THREADS=2 timeout $T python3 -m pytest \
-    $FRONTEND_TESTS -q -rf -p no:cacheprovider -n 12 --timeout 100 > "$OUT/frontend-tests.log" 2>&1)
-  echo "rc=$? ($(left) s left)"; grep -E "passed|failed|error" "$OUT/frontend-tests.log" | tail -25
+    $FRONTEND_TESTS -q -rf -p no:cacheprovider -n 12 --timeout 100 > "$L/frontend-tests.log" 2>&1)
+  echo "rc=$? ($(left) s left)"; grep -E "passed|failed|error" "$L/frontend-tests.log" | tail -25
 else
   echo "no $B/frontend.tar.xz (scripts/gpu-bundle.py without --no-frontend builds it)"
 fi
 
+packlogs
 echo "== 1. CUDA runtime tests"
-timeout 120 $B/bin/CudaRuntimeTests 2>&1 | tee "$OUT/runtime-tests.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED) |OK \] Device|FAILED|Skipped|error" | head -40
+timeout 120 $B/bin/CudaRuntimeTests 2>&1 | tee "$L/runtime-tests.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED) |OK \] Device|FAILED|Skipped|error" | head -40
 
+packlogs
 echo "== 2. GPU graphs vs torch CUDA"
-timeout 150 python3 test/gpu/check_graphs.py --bundle $B --json "$OUT/graphs.json" 2>&1 | tee "$OUT/graphs.log"
+timeout 150 python3 test/gpu/check_graphs.py --bundle $B --json "$L/graphs.json" 2>&1 | tee "$L/graphs.log"
 
+packlogs
 echo "== 3. ncu: the pointwise graph's kernels (time, DRAM bytes), device then managed memory"
 if command -v ncu >/dev/null && [ "$(left)" -gt 300 ]; then
   python3 - <<'PY'
@@ -63,12 +71,13 @@ PY
   for mem in device managed; do
     timeout 90 ncu --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
       --csv $B/bin/terra-run-object $B/graphs/pointwise.so --device cuda --memory $mem \
-      --feed 1=/tmp/pw_x.npy --feed 2=/tmp/pw_y.npy --repeat 2 > "$OUT/ncu-pointwise-$mem.csv" 2>> "$OUT/ncu.err"
-    echo "ncu ($mem memory) rc=$?"; grep -v '^==PROF==' "$OUT/ncu-pointwise-$mem.csv" | grep step_kernel | tail -6
+      --feed 1=/tmp/pw_x.npy --feed 2=/tmp/pw_y.npy --repeat 2 > "$L/ncu-pointwise-$mem.csv" 2>> "$L/ncu.err"
+    echo "ncu ($mem memory) rc=$?"; grep -v '^==PROF==' "$L/ncu-pointwise-$mem.csv" | grep step_kernel | tail -6
   done
-  tail -3 "$OUT/ncu.err"
+  tail -3 "$L/ncu.err"
 fi
 
+packlogs
 echo "== 3b. GEMM 2048^3 f32: the graph's cuBLAS call (ncu) against torch.mm"
 if command -v ncu >/dev/null && [ "$(left)" -gt 280 ]; then
   python3 - <<'PY'
@@ -89,9 +98,9 @@ ms = sorted(times)[len(times) // 2]
 print(f"torch.mm: {ms:.3f} ms, {2 * 2048 ** 3 / ms / 1e9:.1f} TFLOP/s (median of 20)")
 PY
   timeout 60 ncu --metrics gpu__time_duration.sum --csv $B/bin/terra-run-object $B/graphs/gemm.so \
-    --device cuda --feed 1=/tmp/gm_a.npy --feed 2=/tmp/gm_b.npy --repeat 3 > "$OUT/ncu-gemm.csv" 2>> "$OUT/ncu.err"
+    --device cuda --feed 1=/tmp/gm_a.npy --feed 2=/tmp/gm_b.npy --repeat 3 > "$L/ncu-gemm.csv" 2>> "$L/ncu.err"
   echo "ncu (gemm) rc=$?"
-  python3 - "$OUT/ncu-gemm.csv" <<'PY'
+  python3 - "$L/ncu-gemm.csv" <<'PY'
 import csv, sys
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 14 and r[12] == "gpu__time_duration.sum"]
 for r in rows:
@@ -100,9 +109,23 @@ for r in rows:
 PY
 fi
 
+packlogs
+echo "== 3c. terra on device=\"cuda\": benchmark programs at full size, eager vs terra ($(left) s left)"
+# The first co-executed programs on a GPU (test_device.py passed in part 0
+# first): GPU_CHECK_TERRA_PROGRAMS, each within its own limit.
+if [ -f $FRONTEND/python/_terra_native.cpython-312-x86_64-linux-gnu.so ] && [ "$(left)" -gt 200 ]; then
+  for p in ${GPU_CHECK_TERRA_PROGRAMS:-"dcgan resnet50"}; do
+    TERRA_BUILD_DIR=$FRONTEND timeout 90 python3 benchmarks/run.py --programs $p --size full \
+      --device cuda --modes eager,terra --steps 10 --repeats 3 --warmup 12 --settle 1 --no-progress \
+      --out /tmp/bench-terra/$p > /tmp/bench-terra-$p.log 2>&1
+    echo "$p rc=$? ($(left) s left)"; tail -12 /tmp/bench-terra-$p.log
+  done
+  mkdir -p $L/terra && cp -r /tmp/bench-terra /tmp/bench-terra-*.log $L/terra/ 2>/dev/null
+fi
+
+packlogs
 echo "== 4. benchmarks, full size, eager vs torch.compile ($(left) s left)"
-# Results stay outside $OUT (few files come back from a device run) and are
-# packed into $OUT/bench.tgz after each program.
+# Results are packed into $OUT/bench.tgz after each program.
 # The programs the first lease (2026-11-26) did not time come first;
 # GPU_CHECK_PROGRAMS overrides the list.
 PROGRAMS=${GPU_CHECK_PROGRAMS:-"yolov3 dropblock bert_qa faster_rcnn sdpoint resnet50 bert_cls gpt2 music_transformer dcgan"}
@@ -131,4 +154,5 @@ for p in $PROGRAMS; do
   tail -6 $W/runs/$p.log
   pack
 done
+packlogs
 ls -la "$OUT"

@@ -93,7 +93,7 @@ def run_one(module: ModuleType, mode: str, cfg: RunConfig,
         if perturb:
             with torch.no_grad():
                 next(iter(program.model.parameters())).mul_(1 + perturb)
-        fn = modes_mod.wrap(mode, program.step, cfg.compile_backend)
+        fn = modes_mod.wrap(mode, program.step, cfg.compile_backend, cfg.device)
         outputs: List[Any] = []
         i = 0
         t0 = time.perf_counter()

@@ -88,14 +88,17 @@ def reset(mode: str) -> None:
         counters.clear()
 
 
-def wrap(mode: str, step: Callable[[int], Any], compile_backend: str = "inductor") -> Callable[[int], Any]:
-    """The single decorator line each mode applies to the program's step."""
+def wrap(mode: str, step: Callable[[int], Any], compile_backend: str = "inductor",
+         device: str = "cpu") -> Callable[[int], Any]:
+    """The single decorator line each mode applies to the program's step
+    (terra's graph runs on the program's device: `device="cuda"` on a GPU)."""
     if mode == "eager":
         return step
+    terra_device = "cuda" if str(device).startswith("cuda") else "cpu"
     if mode == "terra":
-        return _import_terra().function(step)
+        return _import_terra().function(step, device=terra_device)
     if mode == "terra-serialized":
-        return _import_terra().function(step, serialized=True)
+        return _import_terra().function(step, serialized=True, device=terra_device)
     if mode == "torch-compile":
         return torch.compile(step, backend=compile_backend)
     raise ValueError(f"unknown mode {mode!r}")
