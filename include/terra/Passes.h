@@ -29,6 +29,18 @@ namespace terra {
 /// linalg fusion, one-shot bufferization, loops, deallocation and LLVM.
 void buildCPULoweringPipeline(mlir::OpPassManager &pm);
 
+/// Adds the CPU pipeline's lowering of host loops on buffers to the LLVM
+/// dialect (outlining, strided metadata, affine, scf, math, memref).
+void addHostLoopsToLLVMPasses(mlir::OpPassManager &pm);
+
+/// For tests: the GPU pipeline's generated loops run on the CPU. Fusion,
+/// bufferization and deallocation as for the GPU, terra-linalg-to-gpu with
+/// `kernels=false` (each kernel stays a mapped scf.parallel nest), GEMMs
+/// through the CPU library, then addHostLoopsToLLVMPasses. Its results must
+/// match the CPU pipeline's: the kernels' index arithmetic, bounds guards
+/// and split reductions are checked by running them.
+void buildGPULoopsOnCPUPipeline(mlir::OpPassManager &pm);
+
 /// Adds terra-lower-graph for the CPU runtime (feeds and state received as
 /// row-major buffers: contiguous-inputs) and then buildCPULoweringPipeline:
 /// everything after terra-convert-to-linalg.

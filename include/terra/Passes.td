@@ -342,10 +342,32 @@ def TerraLinalgToGPU : Pass<"terra-linalg-to-gpu", "mlir::func::FuncOp"> {
     Kernels are outlined later by `gpu-kernel-outlining`. Elementwise
     fusion has already happened on tensors, so a fused pointwise chain is
     one kernel.
+
+    A reduction with few outputs (fewer than `split-max-outputs`) over
+    many elements each (at least `split-min-elements`; static sizes, one
+    output, a body that folds into the output with one combiner that has a
+    neutral element: add, mul, max, min, and, or, xor) would leave most of
+    the device idle with one thread per output (a full sum: one thread).
+    It is split instead into two kernels: S threads per output each fold
+    every S-th element (consecutive threads read consecutive elements)
+    from the neutral element into a temporary buffer of partials, then one
+    thread per output folds its S partials into it, S chosen so that about
+    `split-max-outputs` threads run, each folding at least 64 elements.
+    This reassociates the reduction, as every parallel reduction does.
   }];
   let options = [
     Option<"blockSize", "block-size", "int64_t", "256",
            "Threads per block (the tile size of the collapsed loop)">,
+    Option<"splitReductions", "split-reductions", "bool", "true",
+           "Split large reductions with few outputs across threads">,
+    Option<"splitMinElements", "split-min-elements", "int64_t", "2048",
+           "Split reductions of at least this many elements per output">,
+    Option<"splitMaxOutputs", "split-max-outputs", "int64_t", "32768",
+           "Split reductions with fewer outputs than this; also the number "
+           "of threads a split aims at">,
+    Option<"kernels", "kernels", "bool", "true",
+           "Convert the mapped loops to gpu.launch (false keeps the "
+           "scf.parallel loops, so tests can run them on the CPU)">,
   ];
   let dependentDialects = [
     "mlir::gpu::GPUDialect", "mlir::scf::SCFDialect",
@@ -355,6 +377,8 @@ def TerraLinalgToGPU : Pass<"terra-linalg-to-gpu", "mlir::func::FuncOp"> {
     Statistic<"numKernels", "kernels", "Number of gpu.launch ops created">,
     Statistic<"numSerial", "serial-kernels",
               "Kernels of one thread (ops without parallel dimensions)">,
+    Statistic<"numSplit", "split-reductions",
+              "Reductions split across threads (two kernels each)">,
   ];
 }
 

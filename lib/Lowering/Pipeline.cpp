@@ -82,6 +82,10 @@ void terra::buildCPULoweringPipeline(OpPassManager &pm) {
       createTerraCollapseDims(TerraCollapseDimsOptions{/*onBuffers=*/true}));
   pm.addPass(createConvertLinalgToLoopsPass());
   addBufferDeallocationPasses(pm);
+  addHostLoopsToLLVMPasses(pm);
+}
+
+void terra::addHostLoopsToLLVMPasses(OpPassManager &pm) {
   // Each loop nest in a function of its own: LLVM compiles many small
   // functions much faster than one huge one, and on several threads.
   pm.addPass(createTerraOutlineLoops());
@@ -98,6 +102,17 @@ void terra::buildCPULoweringPipeline(OpPassManager &pm) {
   pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefOpts));
   pm.addPass(createConvertToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+void terra::buildGPULoopsOnCPUPipeline(OpPassManager &pm) {
+  addFusionPasses(pm);
+  addBufferizationPasses(pm);
+  pm.addPass(createTerraLibraryCalls());
+  addBufferDeallocationPasses(pm);
+  TerraLinalgToGPUOptions kernelOpts;
+  kernelOpts.kernels = false;
+  pm.addNestedPass<func::FuncOp>(createTerraLinalgToGPU(kernelOpts));
+  addHostLoopsToLLVMPasses(pm);
 }
 
 void terra::buildCPUGraphPipeline(OpPassManager &pm) {

@@ -124,6 +124,28 @@ module {
 }
 """
 
+# Reductions with few outputs over many elements, which terra-linalg-to-gpu
+# splits across threads: row maxima and sums of a static 8x50000 (max's
+# neutral element is -inf), a full sum of it (split twice), and a full sum
+# of a size known only at run time (split when it is large).
+SPLIT_REDUCTIONS = """
+module {
+  terra.graph @step {
+    %x = terra.feed 1 : tensor<8x50000xf32>
+    %m = terra.op "aten.amax"(%x) args {dim = [1]} : (tensor<8x50000xf32>) -> tensor<8xf32>
+    %s = terra.op "aten.sum.dim_IntList"(%x) args {dim = [1]} : (tensor<8x50000xf32>) -> tensor<8xf32>
+    %t = terra.op "aten.sum"(%x) args {dtype} : (tensor<8x50000xf32>) -> tensor<f32>
+    %y = terra.feed 2 : tensor<?xf32>
+    %e = terra.op "aten.exp"(%y) : (tensor<?xf32>) -> tensor<?xf32>
+    %u = terra.op "aten.sum"(%e) args {dtype} : (tensor<?xf32>) -> tensor<f32>
+    terra.fetch 0 %m : tensor<8xf32>
+    terra.fetch 1 %s : tensor<8xf32>
+    terra.fetch 2 %t : tensor<f32>
+    terra.fetch 3 %u : tensor<f32>
+  }
+}
+"""
+
 # A GEMM large enough to time against cuBLAS called directly (torch.mm):
 # the graph's matmul is a cuBLAS call too (scripts/gpu-check.sh, part 3).
 GEMM = """
@@ -142,6 +164,11 @@ def library(mlir):
     """The bundle's library for a graph: cases sharing a graph share it,
     named after the first of them (graphs/<name>.so)."""
     return next(name for name, text, *_ in CASES if text == mlir)
+
+
+def _split_reductions(f):
+    x, y = f[1].double(), f[2].double()
+    return {0: f[1].amax(1), 1: x.sum(1).float(), 2: x.sum().float(), 3: y.exp().sum().float()}
 
 
 def _pointwise(f):
@@ -206,6 +233,10 @@ CASES = [
     ("switch_case1_loop0", SWITCH_LOOP, {1: ((33, 4), "float32"), 2: ((4,), "float32")},
      ["--case", "5=1", "--loop", "7=0"], _switch_loop(1, 0), 1e-5, 1e-6),
     ("full_sum_f64", FULL_SUM_F64, {1: ((100003,), "float64")}, [], _full_sum_f64, 1e-10, 1e-10),
+    ("split_reductions", SPLIT_REDUCTIONS, {1: ((8, 50000), "float32"), 2: ((70001,), "float32")},
+     [], _split_reductions, 1e-4, 1e-3),
+    ("split_reductions_small", SPLIT_REDUCTIONS, {1: ((8, 50000), "float32"), 2: ((100,), "float32")},
+     [], _split_reductions, 1e-4, 1e-3),
     ("gemm", GEMM, {1: ((2048, 2048), "float32"), 2: ((2048, 2048), "float32")}, [], _gemm,
      1e-3, 1e-3),
 ]

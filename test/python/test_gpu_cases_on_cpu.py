@@ -4,8 +4,11 @@ On a GPU machine each case runs under terra-run-object --device cuda and is
 compared with its torch reference (scripts/gpu-check.sh). Here the same
 graphs run through the CPU pipeline (terra-run) against the same references
 in torch on the CPU, so a case that fails on a GPU points at the GPU
-backend, not at the case. Needs terra-run in TERRA_BUILD_DIR (default
-build/).
+backend, not at the case; and through the GPU pipeline's kernels run as
+loops on the CPU (`terra-run --pipeline=gpu-loops`: the same kernel loop
+nests, index arithmetic, bounds guards and split reductions, without
+gpu.launch), so a wrong kernel structure fails here, not only on a GPU.
+Needs terra-run in TERRA_BUILD_DIR (default build/).
 """
 import os
 import subprocess
@@ -31,14 +34,16 @@ def _script(decisions):
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.parametrize("pipeline", ["cpu", "gpu-loops"])
 @pytest.mark.parametrize("case", cases.CASES, ids=[c[0] for c in cases.CASES])
-def test_case_matches_torch_on_cpu(case, tmp_path):
+def test_case_matches_torch_on_cpu(case, pipeline, tmp_path):
     name, mlir, feeds, decisions, reference, rtol, atol = case
     (tmp_path / "g.mlir").write_text(mlir)
     (tmp_path / "control.txt").write_text(_script(decisions))
     rng = np.random.default_rng(0)
     args = [str(BUILD / "bin" / "terra-run"), str(tmp_path / "g.mlir"),
-            f"--fetch-dir={tmp_path}", f"--script={tmp_path / 'control.txt'}"]
+            f"--fetch-dir={tmp_path}", f"--script={tmp_path / 'control.txt'}",
+            f"--pipeline={pipeline}"]
     values = {}
     for fid, (shape, dtype) in feeds.items():
         values[fid] = rng.standard_normal(shape).astype(dtype)

@@ -42,6 +42,11 @@ static cl::opt<std::string> cacheDir("cache-dir", cl::desc("On-disk object cache
 static cl::opt<std::string> graphName("graph", cl::desc("Graph to run (default: the first)"));
 static cl::opt<int> repeat("repeat", cl::desc("Run the iteration this many times"), cl::init(1));
 static cl::opt<bool> printTiming("timing", cl::desc("Print compile and run times"));
+static cl::opt<std::string> pipeline(
+    "pipeline",
+    cl::desc("cpu (default), or gpu-loops: the GPU pipeline's kernels as "
+             "loops on the CPU (terra::buildGPULoopsOnCPUPipeline, tests)"),
+    cl::init("cpu"));
 
 static int fail(const Twine &msg) {
   errs() << "terra-run: " << msg << "\n";
@@ -99,7 +104,14 @@ int main(int argc, char **argv) {
 
   mlir::PassManager pm(&ctx);
   pm.addPass(terra::createTerraConvertToLinalg());
-  terra::buildCPUGraphPipeline(pm);
+  if (pipeline == "cpu") {
+    terra::buildCPUGraphPipeline(pm);
+  } else if (pipeline == "gpu-loops") {
+    pm.addPass(terra::createTerraLowerGraph());
+    terra::buildGPULoopsOnCPUPipeline(pm);
+  } else {
+    return fail("unknown --pipeline '" + pipeline + "' (cpu or gpu-loops)");
+  }
   if (mlir::failed(pm.run(*module)))
     return fail("lowering failed");
 

@@ -9,8 +9,10 @@
 //===----------------------------------------------------------------------===//
 #include "terra/Passes.h"
 
+#include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Conversion/SCFToGPU/SCFToGPU.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/ParallelLoopMapper.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
@@ -72,6 +74,41 @@ gpu::ParallelLoopDimMappingAttr mapTo(MLIRContext *ctx, gpu::Processor p) {
   return gpu::ParallelLoopDimMappingAttr::get(ctx, p, id, id);
 }
 
+/// `linear` split into indices of `sizes`, the last one varying fastest.
+SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value linear,
+                               ArrayRef<Value> sizes) {
+  SmallVector<Value> ivs(sizes.size());
+  Value rest = linear;
+  for (int64_t d = int64_t(sizes.size()) - 1; d > 0; --d) {
+    ivs[d] = arith::RemUIOp::create(b, loc, rest, sizes[d]);
+    rest = arith::DivUIOp::create(b, loc, rest, sizes[d]);
+  }
+  if (!sizes.empty())
+    ivs[0] = rest;
+  return ivs;
+}
+
+/// The element of operand `operand` of `op` at loop indices `ivs`.
+Value loadOperand(OpBuilder &b, Location loc, linalg::LinalgOp op,
+                  OpOperand &operand, ValueRange ivs) {
+  AffineMap map = op.getMatchingIndexingMap(&operand);
+  SmallVector<Value> indices;
+  for (AffineExpr e : map.getResults())
+    indices.push_back(affine::AffineApplyOp::create(
+        b, loc, AffineMap::get(map.getNumDims(), 0, e), ivs));
+  return memref::LoadOp::create(b, loc, operand.get(), indices);
+}
+
+/// How a reduction is split across threads (see splitReduction).
+struct ReductionSplit {
+  int64_t parallel = 1; ///< P: output elements
+  int64_t reduced = 1;  ///< K: elements each output reduces (static part)
+  bool dynamic = false; ///< whether K is only known at run time
+  int64_t splits = 1;   ///< S: threads per output element
+  Operation *combiner = nullptr;
+  TypedAttr neutral;
+};
+
 struct TerraLinalgToGPUPass
     : public terra::impl::TerraLinalgToGPUBase<TerraLinalgToGPUPass> {
   using TerraLinalgToGPUBase::TerraLinalgToGPUBase;
@@ -111,6 +148,8 @@ struct TerraLinalgToGPUPass
       if (failed(toKernelLoops(rw, op)))
         return signalPassFailure();
 
+    if (!kernels)
+      return; // tests run the mapped loops on the CPU
     // The mapped loops become gpu.launch; one that cannot is an error at
     // its location (illegal op), never a host loop over device memory.
     RewritePatternSet patterns(&getContext());
@@ -126,17 +165,234 @@ struct TerraLinalgToGPUPass
         [](gpu::LaunchOp launch) { launch->removeAttr("SCFToGPU_visited"); });
   }
 
+  /// The kernel loop nest over `total` threads (see toKernelLoops), with
+  /// the insertion point inside its bounds guard; returns the thread's
+  /// linear index.
+  FailureOr<Value> kernelLoops(IRRewriter &rw, Location loc, Value total,
+                               int64_t threads) {
+    Value c0 = arith::ConstantIndexOp::create(rw, loc, 0);
+    Value c1 = arith::ConstantIndexOp::create(rw, loc, 1);
+    Value cThreads = arith::ConstantIndexOp::create(rw, loc, threads);
+    Value numBlocks = rw.createOrFold<arith::CeilDivUIOp>(loc, total, cThreads);
+    auto blockLoop = scf::ParallelOp::create(
+        rw, loc, ValueRange{c0}, ValueRange{numBlocks}, ValueRange{c1});
+    rw.setInsertionPoint(blockLoop.getBody()->getTerminator());
+    auto threadLoop = scf::ParallelOp::create(
+        rw, loc, ValueRange{c0}, ValueRange{cThreads}, ValueRange{c1});
+    rw.setInsertionPoint(threadLoop.getBody()->getTerminator());
+    Value linear = arith::MulIOp::create(
+        rw, loc, blockLoop.getInductionVars()[0], cThreads);
+    linear = arith::AddIOp::create(rw, loc, linear,
+                                   threadLoop.getInductionVars()[0]);
+    Value inRange = arith::CmpIOp::create(rw, loc, arith::CmpIPredicate::ult,
+                                          linear, total);
+    auto guard = scf::IfOp::create(rw, loc, inRange, /*withElseRegion=*/false);
+    rw.setInsertionPoint(guard.thenBlock()->getTerminator());
+    MLIRContext *ctx = &getContext();
+    if (failed(gpu::setMappingAttr(blockLoop,
+                                   {mapTo(ctx, gpu::Processor::BlockX)})) ||
+        failed(gpu::setMappingAttr(threadLoop,
+                                   {mapTo(ctx, gpu::Processor::ThreadX)})))
+      return failure();
+    ++numKernels;
+    return linear;
+  }
+
+  /// Whether `op` (parallel dimensions first) is a reduction worth splitting
+  /// across threads, and how: one output, static loop ranges, a body that
+  /// folds each element into the output with one combiner that has a
+  /// neutral element (upstream's matchReduction, arith::getNeutralElement),
+  /// at least `split-min-elements` elements reduced per output and fewer
+  /// outputs than `split-max-outputs` (with more, one thread per output
+  /// fills the device).
+  std::optional<ReductionSplit> planSplit(linalg::LinalgOp op) {
+    if (!splitReductions || op.getNumReductionLoops() == 0 ||
+        op.getNumDpsInits() != 1 || op->getNumResults() != 0 ||
+        op.getBlock()->getNumArguments() != op->getNumOperands())
+      return std::nullopt;
+    ReductionSplit plan;
+    SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+    unsigned numParallel = op.getNumParallelLoops();
+    for (unsigned d = 0; d < ranges.size(); ++d) {
+      if (!ShapedType::isDynamic(ranges[d]))
+        (d < numParallel ? plan.parallel : plan.reduced) *= ranges[d];
+      else if (d < numParallel)
+        return std::nullopt; // many outputs, most likely (a batch)
+      else
+        plan.dynamic = true;
+    }
+    if ((!plan.dynamic && plan.reduced < splitMinElements) ||
+        plan.parallel >= splitMaxOutputs)
+      return std::nullopt;
+    // The output is indexed by parallel dimensions only.
+    AffineMap outMap = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
+    for (unsigned d = numParallel; d < ranges.size(); ++d)
+      if (outMap.isFunctionOfDim(d))
+        return std::nullopt;
+    SmallVector<Operation *> combiners;
+    BlockArgument out = op.getRegionOutputArgs()[0];
+    if (!matchReduction({out}, 0, combiners) || combiners.size() != 1 ||
+        combiners[0]->getNumOperands() != 2)
+      return std::nullopt;
+    std::optional<TypedAttr> neutral = arith::getNeutralElement(combiners[0]);
+    if (!neutral)
+      return std::nullopt;
+    plan.combiner = combiners[0];
+    plan.neutral = *neutral;
+    // Enough threads per output for the outputs to fill ~splitMaxOutputs
+    // threads, each folding at least 32 elements.
+    // A size known only at run time: at most 1024 per output (the run-time
+    // check of toKernelLoops keeps small reductions on one thread).
+    plan.splits =
+        std::min(llvm::divideCeil(splitMaxOutputs, plan.parallel),
+                 plan.dynamic ? int64_t(1024)
+                              : llvm::divideCeil(plan.reduced, int64_t(32)));
+    if (plan.splits < 2)
+      return std::nullopt;
+    return plan;
+  }
+
+  /// Replaces reduction `op` by two kernels (planSplit says when): S
+  /// threads per output element each fold every S-th element of its
+  /// reduction (consecutive threads read consecutive elements) from the
+  /// combiner's neutral element into a partial result, then one thread per
+  /// output element folds its S partials into the output. Reassociates the
+  /// reduction, as every parallel reduction does (PyTorch's CUDA sums
+  /// included).
+  LogicalResult splitReduction(IRRewriter &rw, linalg::LinalgOp op,
+                               const ReductionSplit &plan) {
+    Location loc = op.getLoc();
+    rw.setInsertionPoint(op);
+    SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+    unsigned numParallel = op.getNumParallelLoops();
+    auto cst = [&](int64_t v) -> Value {
+      return arith::ConstantIndexOp::create(rw, loc, v);
+    };
+    SmallVector<Value> parallelSizes, reducedSizes;
+    SmallVector<Range> loopRanges = op.createLoopRanges(rw, loc);
+    for (unsigned d = 0; d < ranges.size(); ++d)
+      (d < numParallel ? parallelSizes : reducedSizes)
+          .push_back(
+              getValueOrCreateConstantIndexOp(rw, loc, loopRanges[d].size));
+    Value reduced = cst(1);
+    for (Value size : reducedSizes)
+      reduced = rw.createOrFold<arith::MulIOp>(loc, reduced, size);
+    Type elem = plan.neutral.getType();
+    SmallVector<int64_t> partialShape(ranges.begin(),
+                                      ranges.begin() + numParallel);
+    partialShape.push_back(plan.splits);
+    auto partialType = MemRefType::get(partialShape, elem);
+    Value partial = memref::AllocOp::create(rw, loc, partialType);
+    Value cSplits = cst(plan.splits);
+    Block *body = op.getBlock();
+    BlockArgument outArg = op.getRegionOutputArgs()[0];
+    Value yielded = body->getTerminator()->getOperand(0);
+
+    // Kernel 1: thread (p, s) folds elements s, s + S, ... of output p.
+    FailureOr<Value> linear =
+        kernelLoops(rw, loc, cst(plan.parallel * plan.splits), blockSize);
+    if (failed(linear))
+      return failure();
+    Value split = arith::RemUIOp::create(rw, loc, *linear, cSplits);
+    Value outIndex = arith::DivUIOp::create(rw, loc, *linear, cSplits);
+    SmallVector<Value> pIvs = delinearize(rw, loc, outIndex, parallelSizes);
+    Value init = arith::ConstantOp::create(rw, loc, plan.neutral);
+    auto loop =
+        scf::ForOp::create(rw, loc, split, reduced, cSplits, ValueRange{init});
+    {
+      OpBuilder::InsertionGuard inner(rw);
+      rw.setInsertionPointToStart(loop.getBody());
+      SmallVector<Value> ivs(pIvs);
+      llvm::append_range(
+          ivs, delinearize(rw, loc, loop.getInductionVar(), reducedSizes));
+      IRMapping map;
+      for (OpOperand *in : op.getDpsInputOperands())
+        map.map(body->getArgument(in->getOperandNumber()),
+                loadOperand(rw, loc, op, *in, ivs));
+      map.map(outArg, loop.getRegionIterArgs()[0]);
+      for (Operation &o : body->without_terminator()) {
+        if (auto index = dyn_cast<linalg::IndexOp>(o)) {
+          map.map(index.getResult(), ivs[index.getDim()]);
+          continue;
+        }
+        rw.clone(o, map);
+      }
+      scf::YieldOp::create(rw, loc, map.lookupOrDefault(yielded));
+    }
+    SmallVector<Value> partialIdx(pIvs);
+    partialIdx.push_back(split);
+    memref::StoreOp::create(rw, loc, loop.getResult(0), partial, partialIdx);
+
+    // Then the partials are folded into the output: a reduction of S
+    // elements per output, lowered like any other (split again when S is
+    // large).
+    rw.setInsertionPoint(op);
+    OpOperand *init0 = op.getDpsInitOperand(0);
+    AffineMap outMap = op.getMatchingIndexingMap(init0);
+    unsigned foldDims = numParallel + 1;
+    SmallVector<AffineMap> maps = {
+        AffineMap::getMultiDimIdentityMap(foldDims, rw.getContext()),
+        AffineMap::get(foldDims, 0, outMap.getResults(), rw.getContext())};
+    SmallVector<utils::IteratorType> iters(numParallel,
+                                           utils::IteratorType::parallel);
+    iters.push_back(utils::IteratorType::reduction);
+    unsigned accOperand = plan.combiner->getOperand(0) == outArg ? 0 : 1;
+    auto fold = linalg::GenericOp::create(
+        rw, loc, TypeRange{}, ValueRange{partial}, ValueRange{init0->get()},
+        maps, iters, [&](OpBuilder &b, Location l, ValueRange args) {
+          IRMapping map;
+          map.map(plan.combiner->getOperand(accOperand), args[1]);
+          map.map(plan.combiner->getOperand(1 - accOperand), args[0]);
+          Operation *combined = b.clone(*plan.combiner, map);
+          linalg::YieldOp::create(b, l, combined->getResult(0));
+        });
+    rw.setInsertionPointAfter(fold);
+    memref::DeallocOp::create(rw, loc, partial);
+    rw.eraseOp(op);
+    ++numSplit;
+    return toKernelLoops(rw, fold);
+  }
+
   /// Replaces `op` by the two-level loop nest
   ///   scf.parallel %b (blocks) { scf.parallel %t (threads) {
   ///     %i = %b * block-size + %t
   ///     scf.if %i < total { <the op's body at delinearized %i> } } }
-  LogicalResult toKernelLoops(IRRewriter &rw, linalg::LinalgOp op) {
+  LogicalResult toKernelLoops(IRRewriter &rw, linalg::LinalgOp op,
+                              bool allowSplit = true) {
     Location loc = op.getLoc();
     FailureOr<linalg::LinalgOp> reordered = parallelFirst(rw, op);
     if (failed(reordered))
       return op.emitError("terra-linalg-to-gpu: cannot reorder the loops of "
                           "this op to put parallel dimensions first");
     op = *reordered;
+    if (std::optional<ReductionSplit> plan =
+            allowSplit ? planSplit(op) : std::nullopt) {
+      if (!plan->dynamic)
+        return splitReduction(rw, op, *plan);
+      // The reduced size is known at run time: split when it is large,
+      // else one thread per output.
+      rw.setInsertionPoint(op);
+      SmallVector<Range> loopRanges = op.createLoopRanges(rw, loc);
+      Value reduced = arith::ConstantIndexOp::create(rw, loc, 1);
+      for (unsigned d = op.getNumParallelLoops(); d < loopRanges.size(); ++d)
+        reduced = rw.createOrFold<arith::MulIOp>(
+            loc, reduced,
+            getValueOrCreateConstantIndexOp(rw, loc, loopRanges[d].size));
+      Value large = arith::CmpIOp::create(
+          rw, loc, arith::CmpIPredicate::uge, reduced,
+          arith::ConstantIndexOp::create(rw, loc, splitMinElements));
+      auto branch = scf::IfOp::create(rw, loc, large, /*withElseRegion=*/true);
+      rw.setInsertionPoint(branch.thenBlock()->getTerminator());
+      auto split = cast<linalg::LinalgOp>(rw.clone(*op));
+      rw.setInsertionPoint(branch.elseBlock()->getTerminator());
+      auto single = cast<linalg::LinalgOp>(rw.clone(*op));
+      rw.eraseOp(op);
+      // The plan names the combiner of the op it was made for.
+      std::optional<ReductionSplit> splitPlan = planSplit(split);
+      if (!splitPlan || failed(splitReduction(rw, split, *splitPlan)))
+        return failure();
+      return toKernelLoops(rw, single, /*allowSplit=*/false);
+    }
     bool serial = op.getNumParallelLoops() == 0;
     int64_t threads = serial ? 1 : int64_t(blockSize);
 

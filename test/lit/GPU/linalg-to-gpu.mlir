@@ -1,5 +1,5 @@
-// RUN: terra-opt %s -split-input-file -pass-pipeline="builtin.module(func.func(terra-linalg-to-gpu,canonicalize))" | FileCheck %s
-// RUN: terra-opt %s -split-input-file -pass-pipeline='builtin.module(func.func(terra-linalg-to-gpu{block-size=128},canonicalize))' 2>/dev/null | FileCheck %s --check-prefix=B128
+// RUN: terra-opt %s -split-input-file -pass-pipeline="builtin.module(func.func(terra-linalg-to-gpu{split-reductions=false},canonicalize))" | FileCheck %s
+// RUN: terra-opt %s -split-input-file -pass-pipeline='builtin.module(func.func(terra-linalg-to-gpu{block-size=128 split-reductions=false},canonicalize))' 2>/dev/null | FileCheck %s --check-prefix=B128
 
 // A 2-d pointwise op: its two parallel dims collapse into one linear index
 // (the innermost dim fastest), 256 threads per block, ceil(total / 256)

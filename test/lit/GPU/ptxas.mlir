@@ -1,7 +1,8 @@
 // Every kernel the GPU pipeline generates for a softmax, a reduction over
-// the outer dim, a full reduction and a linear layer (its matmul goes to
-// cuBLAS; its operand copies, bias add and relu are kernels) is valid PTX
-// for the CUDA 13 assembler, for sm_90 and sm_80.
+// the outer dim, a full reduction (both split across threads when their
+// run-time size is large: two kernels more each) and a linear layer (its
+// matmul goes to cuBLAS; its operand copies, bias add and relu are
+// kernels) is valid PTX for the CUDA 13 assembler, for sm_90 and sm_80.
 // REQUIRES: ptxas
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: terra-opt %s -terra-gpu-pipeline -o %t/sm90.mlir
@@ -17,10 +18,14 @@
 // RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_7.ptx -o %t/k.cubin
 // RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_8.ptx -o %t/k.cubin
 // RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_9.ptx -o %t/k.cubin
+// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_10.ptx -o %t/k.cubin
+// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_11.ptx -o %t/k.cubin
+// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_12.ptx -o %t/k.cubin
+// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_13.ptx -o %t/k.cubin
 // RUN: terra-opt %s -terra-gpu-pipeline="chip=sm_80" -o %t/sm80.mlir
 // RUN: terra-translate --gpu-binary-to-ptx --gpu-ptx-dir=%t/sm80 %t/sm80.mlir
 // RUN: %ptxas -arch=sm_80 %t/sm80/step_kernel.ptx -o %t/k.cubin
-// RUN: %ptxas -arch=sm_80 %t/sm80/step_kernel_9.ptx -o %t/k.cubin
+// RUN: %ptxas -arch=sm_80 %t/sm80/step_kernel_13.ptx -o %t/k.cubin
 // A PTX module for sm_90 is rejected for sm_80, so the checks above mean
 // something:
 // RUN: not %ptxas -arch=sm_80 %t/sm90/step_kernel.ptx -o %t/k.cubin
@@ -30,8 +35,8 @@
 // RUN: terra-opt %s -terra-gpu-pipeline="format=bin" | not terra-translate --gpu-binary-to-ptx 2>&1 | FileCheck %s --check-prefix=NOPTX
 
 // FILES: sm90/step_kernel.ptx
-// FILES: sm90/step_kernel_9.ptx
-// FILES-NOT: step_kernel_10
+// FILES: sm90/step_kernel_13.ptx
+// FILES-NOT: step_kernel_14
 // PTX: // gpu.binary @step_kernel
 // PTX: .target sm_90
 // PTX: .visible .entry step_kernel(
