@@ -94,11 +94,11 @@ def wrap(mode: str, step: Callable[[int], Any], compile_backend: str = "inductor
     (terra's graph runs on the program's device: `device="cuda"` on a GPU)."""
     if mode == "eager":
         return step
-    terra_device = "cuda" if str(device).startswith("cuda") else "cpu"
+    on_gpu = {"device": "cuda"} if str(device).startswith("cuda") else {}
     if mode == "terra":
-        return _import_terra().function(step, device=terra_device)
+        return _import_terra().function(step, **on_gpu)
     if mode == "terra-serialized":
-        return _import_terra().function(step, serialized=True, device=terra_device)
+        return _import_terra().function(step, serialized=True, **on_gpu)
     if mode == "torch-compile":
         return torch.compile(step, backend=compile_backend)
     raise ValueError(f"unknown mode {mode!r}")

@@ -176,6 +176,9 @@ Session::compile(const CompileOptions &options, std::string &error,
     gpu.chip = options.gpuChip;
     lower.addPass(createTerraLowerGraph());
     buildGPULoweringPipeline(lower, gpu);
+  } else if (options.device == "gpu-loops") {
+    lower.addPass(createTerraLowerGraph());
+    buildGPULoopsOnCPUPipeline(lower);
   } else {
     error = "unknown device '" + options.device + "' (cpu or cuda)";
     return nullptr;

@@ -99,7 +99,7 @@ struct DLDevice {
   int32_t deviceId;
 };
 struct DLDataType {
-  uint8_t code; // kDLInt = 0, kDLFloat = 2, kDLBfloat = 4, kDLBool = 6
+  uint8_t code; // kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4
   uint8_t bits;
   uint16_t lanes;
 };
@@ -137,7 +137,7 @@ DLDataType dlDataType(DType d) {
   case DType::I8:
     return {0, 8, 1};
   case DType::I1:
-    return {6, 8, 1};
+    return {1, 8, 1}; // as uint8: see Run::fetch
   }
   return {2, 32, 1};
 }
@@ -219,13 +219,31 @@ void syncTorchStream() {
   currentStream().attr("synchronize")();
 }
 
+/// The memory of runs of a graph compiled for "gpu-loops" (tests): host
+/// memory used the way a CUDA graph uses device memory (inputs read in
+/// place, fetches handed over by DLPack, copies "on the device"), so the
+/// front end's device="cuda" paths run on the CPU.
+bool hostMemcpy(void *dst, const void *src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+  return true;
+}
+RunState::BufferMemory fakeDeviceMemory() {
+  RunState::BufferMemory m;
+  m.toDevice = m.toHost = m.onDevice = hostMemcpy;
+  m.inputsOnDevice = true;
+  return m;
+}
+
 /// `spec` as a tensor in device memory: a PyTorch CUDA tensor as it is (its
 /// stream synchronized when `sync`), a host tensor (a Python scalar fed as a
 /// 0-dim tensor, a CPU input of a CUDA program) copied into a device buffer
-/// of `memory`.
+/// of `memory`. With `fakeDevice` (gpu-loops graphs) host memory is the
+/// device's.
 Tensor toDeviceTensor(py::tuple spec, const RunState::BufferMemory &memory,
-                      bool sync = true) {
+                      bool sync = true, bool fakeDevice = false) {
   Tensor t = toTensor(spec);
+  if (fakeDevice)
+    return t;
   if (py::bool_(py::getattr(spec[4], "is_cuda", py::bool_(false)))) {
     if (sync)
       syncTorchStream();
@@ -251,9 +269,9 @@ Tensor toDeviceTensor(py::tuple spec, const RunState::BufferMemory &memory,
 class Run {
 public:
   Run(std::shared_ptr<GraphRunner> runner, std::shared_ptr<RunState> state,
-      bool onDevice)
-      : runner(std::move(runner)), state(std::move(state)), onDevice(onDevice) {
-  }
+      bool onDevice, bool fakeDevice)
+      : runner(std::move(runner)), state(std::move(state)), onDevice(onDevice),
+        fakeDevice(fakeDevice) {}
 
   void start() {
     if (started)
@@ -263,7 +281,8 @@ public:
   }
   void feed(int64_t point, py::tuple spec) {
     state->channels.sendFeed(
-        point, onDevice ? toDeviceTensor(spec, state->memory) : toTensor(spec));
+        point, onDevice ? toDeviceTensor(spec, state->memory, true, fakeDevice)
+                        : toTensor(spec));
   }
   void sendCase(int64_t point, uint32_t index) {
     state->channels.sendCase(point, index);
@@ -281,7 +300,8 @@ public:
   /// still read the buffer until its run ends: the host must not write into
   /// a fetched array before then.
   /// On a CUDA graph the value stays on the device: a DLPack capsule
-  /// (torch.utils.dlpack.from_dlpack) instead of an array.
+  /// (torch.utils.dlpack.from_dlpack) instead of an array; a bool value is
+  /// (capsule of uint8, "bool").
   py::object fetch(int64_t point, uint64_t instance) {
     Tensor t;
     bool ok;
@@ -291,8 +311,14 @@ public:
     }
     if (!ok)
       return py::none();
-    if (onDevice)
-      return toDLPack(t, kDLCUDA);
+    if (onDevice) {
+      py::object capsule = toDLPack(t, fakeDevice ? kDLCPU : kDLCUDA);
+      // torch 1.13 has no kDLBool: a bool tensor crosses as uint8, and the
+      // front end views it as bool again (runio.to_torch).
+      if (t.dtype == DType::I1)
+        return py::make_tuple(capsule, "bool");
+      return capsule;
+    }
     return toArray(t);
   }
   /// One value fetchInto copies.
@@ -428,7 +454,7 @@ public:
 private:
   std::shared_ptr<GraphRunner> runner;
   std::shared_ptr<RunState> state;
-  bool onDevice;
+  bool onDevice, fakeDevice;
   bool started = false, finished = false;
 };
 
@@ -451,15 +477,19 @@ public:
                             " states, " + std::to_string(states.size()) +
                             " given");
     auto state = std::make_shared<RunState>();
-    bool onDevice = device == "cuda";
-    if (onDevice)
+    bool fakeDevice = device == "gpu-loops";
+    bool onDevice = device == "cuda" || fakeDevice;
+    if (fakeDevice)
+      state->memory = fakeDeviceMemory();
+    else if (onDevice)
       state->memory = cudaMemory();
-    if (onDevice && !states.empty())
+    if (onDevice && !fakeDevice && !states.empty())
       syncTorchStream(); // once for all the state
     for (py::tuple &s : states)
-      state->states.push_back(onDevice ? toDeviceTensor(s, state->memory,
-                                                        /*sync=*/false)
-                                       : toTensor(s));
+      state->states.push_back(onDevice
+                                  ? toDeviceTensor(s, state->memory,
+                                                   /*sync=*/false, fakeDevice)
+                                  : toTensor(s));
     if (!hostExecutor.is_none()) {
       // Held through pyOwner: the run may be released on the runner thread,
       // and dropping the reference there needs the GIL.
@@ -484,7 +514,8 @@ public:
         }
       };
     }
-    return std::make_unique<Run>(runner, std::move(state), onDevice);
+    return std::make_unique<Run>(runner, std::move(state), onDevice,
+                                 fakeDevice);
   }
   std::unique_ptr<CompiledGraph> graph;
   std::string device;

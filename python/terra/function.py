@@ -145,6 +145,14 @@ class TerraFunction:
                  cache_dir: Optional[str] = None, max_duplication: int = 64,
                  compile_in_background: Optional[bool] = None):
         self.device = _check_device(device)
+        # The backend the graph is compiled for: the device's, or with
+        # TERRA_CPU_GRAPHS=gpu-loops (tests) the GPU pipeline's kernels run as
+        # loops on the CPU, with the run exchanging values the way a CUDA
+        # graph's does (by pointer and DLPack): device="cuda"'s paths, on
+        # the CPU.
+        self.graph_device = self.device
+        if self.device == "cpu" and os.environ.get("TERRA_CPU_GRAPHS", "") == "gpu-loops":
+            self.graph_device = "gpu-loops"
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.serialized = serialized
@@ -411,7 +419,7 @@ class TerraFunction:
                   f"{', in the background' if self.compile_in_background else ''})")
         self.graph = self.cursor = None
         job = _BackgroundCompile(self.session, self.cache_dir, self.max_duplication, keep_stages,
-                                 self.device)
+                                 self.graph_device)
         if self.compile_in_background and not keep_stages:
             self._compiling = job
             self.phase = "compiling"
@@ -981,7 +989,7 @@ def explain(fn: TerraFunction, directory: Optional[str] = None) -> dict[str, str
     (out / "traces.mlir").write_text(module_text(fn.traces))
     paths["traces.mlir"] = str(out / "traces.mlir")
     try:
-        _, stages = fn.session.compile(fn.cache_dir, fn.max_duplication, True, fn.device)
+        _, stages = fn.session.compile(fn.cache_dir, fn.max_duplication, True, fn.graph_device)
     except RuntimeError as exc:
         (out / "error.txt").write_text(str(exc))
         paths["error.txt"] = str(out / "error.txt")

@@ -27,9 +27,11 @@ def tensor_spec(t: torch.Tensor) -> tuple:
 def to_torch(value: Any) -> torch.Tensor:
     """A fetched value (`Run.fetch`) as a tensor viewing the runtime's
     buffer: a numpy array from a CPU graph, a DLPack capsule (a CUDA
-    tensor) from a CUDA graph."""
+    tensor) from a CUDA graph, or (capsule, "bool") for a bool one."""
     if isinstance(value, np.ndarray):
         return torch.from_numpy(value)
+    if isinstance(value, tuple):  # (capsule of uint8, "bool"): DLPack before kDLBool
+        return torch.utils.dlpack.from_dlpack(value[0]).view(torch.bool)
     return torch.utils.dlpack.from_dlpack(value)
 
 

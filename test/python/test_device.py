@@ -84,3 +84,43 @@ def test_state_on_another_device_is_a_clear_error_at_the_first_call() -> None:
 
     with pytest.raises(ValueError, match=r"must be on cpu, but param:weight \(meta\)"):
         step(torch.randn(3, 4))
+
+
+def _cnn_program():
+    model = torch.nn.Sequential(torch.nn.Conv2d(2, 4, 3, padding=1), torch.nn.BatchNorm2d(4),
+                                torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+                                torch.nn.Linear(4 * 4 * 4, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+    return step, model, opt
+
+
+def _images(n: int) -> list:
+    g = torch.Generator().manual_seed(3)
+    return [(torch.randn(4, 2, 8, 8, generator=g), torch.randint(0, 3, (4,), generator=g))
+            for _ in range(n)]
+
+
+@pytest.mark.parametrize("program", ["mlp_sgd_momentum", "mlp_adam_item", "cnn_batchnorm"])
+def test_gpu_loops_graphs_match_eager(program: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """device="cuda"'s paths on the CPU (TERRA_CPU_GRAPHS=gpu-loops): the
+    graph is the GPU pipeline's kernels run as loops, and its runs exchange
+    values the way a CUDA graph's do (inputs read in place by pointer,
+    fetches handed over by DLPack, the commit's copies "on the device")."""
+    monkeypatch.setenv("TERRA_CPU_GRAPHS", "gpu-loops")
+    assert terra.function(lambda: None).graph_device == "gpu-loops"
+    if program == "mlp_sgd_momentum":
+        make, inputs = sgd_program(momentum=0.9), batches(6)
+    elif program == "mlp_adam_item":
+        make = sgd_program(read_item=True, optimizer=torch.optim.Adam, lr=1e-2)
+        inputs = batches(6)
+    else:
+        make, inputs = _cnn_program, _images(6)
+    stats = compare(make, inputs, max_fallbacks=0)
+    assert stats["coexec_iterations"] >= 3, stats

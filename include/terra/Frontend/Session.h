@@ -49,7 +49,9 @@ struct CompileOptions {
   bool keepStages = false;
   /// "cpu": the CPU pipeline (loops, BLAS, oneDNN). "cuda": the GPU
   /// pipeline (kernels for `gpuChip`, cuBLAS), whose runs need device
-  /// memory (docs/gpu.md).
+  /// memory (docs/gpu.md). "gpu-loops", for tests: the GPU pipeline's
+  /// kernels as loops on the CPU (buildGPULoopsOnCPUPipeline), whose runs
+  /// use host memory the way a CUDA graph's use device memory.
   std::string device = "cpu";
   std::string gpuChip = "sm_90";
 };
