@@ -16,7 +16,8 @@ in; build-portable/), with the shared libraries it needs beside it, packed
 with xz (it is ~150 MB unpacked):
 
     .gpu-bundle/frontend.tar.xz: python/_terra_native.cpython-312-*.so,
-                                 lib/{libTerraCudaRuntime.so, oneDNN, ...}
+                                 lib/{libTerraCudaRuntime.so, oneDNN, ...},
+                                 cuda/nvvm/libdevice/libdevice.10.bc
 
 scripts/gpu-check.sh runs it all there.
 """
@@ -66,10 +67,15 @@ def build_frontend(build: Path, python: str, out: Path):
         if not found:
             sys.exit(f"gpu-bundle: {name} not found (scripts/install-deps.sh installs it)")
         libs.append(found[0])
+    libdevice = Path("/usr/local/cuda/nvvm/libdevice/libdevice.10.bc")
     with tarfile.open(out, "w:xz", preset=6) as tar:
         tar.add(modules[0], f"python/{modules[0].name}")
         for lib in libs:
             tar.add(lib.resolve(), f"lib/{lib.name}")
+        # The GPU pipeline links libdevice into kernels that call math
+        # functions: for a machine whose toolkit has none (TERRA_CUDA_TOOLKIT).
+        if libdevice.exists():
+            tar.add(libdevice, "cuda/nvvm/libdevice/libdevice.10.bc")
     print(f"{out.name} ({out.stat().st_size / 2**20:.1f} MiB)")
 
 

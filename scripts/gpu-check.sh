@@ -43,6 +43,10 @@ FRONTEND=/tmp/terra-frontend
 FRONTEND_TESTS=${GPU_CHECK_FRONTEND_TESTS:-"test_device.py test_function.py test_loops.py test_spec_conformance.py test_state.py test_tape.py test_sizes.py test_host_rng.py test_native_settings.py test_benchmark_programs.py test_main_job.py"}
 if [ -f $B/frontend.tar.xz ]; then
   mkdir -p $FRONTEND && tar xJf $B/frontend.tar.xz -C $FRONTEND
+  # libdevice for the kernels the front end compiles here, if the machine's
+  # toolkit has none.
+  [ -f /usr/local/cuda/nvvm/libdevice/libdevice.10.bc ] || export TERRA_CUDA_TOOLKIT=$FRONTEND/cuda
+  echo "libdevice: ${TERRA_CUDA_TOOLKIT:-/usr/local/cuda}"
   T=${GPU_CHECK_FRONTEND_S:-150}
   (cd test/python && TERRA_BUILD_DIR=$FRONTEND TERRA_GRAPH_THREADS=2 timeout $T python3 -m pytest \
     $FRONTEND_TESTS -q -rf -p no:cacheprovider -n 12 --timeout 100 > "$L/frontend-tests.log" 2>&1)

@@ -66,8 +66,9 @@ struct GPUPipelineOptions
       llvm::cl::init("isa")};
   Option<std::string> toolkit{
       *this, "toolkit",
-      llvm::cl::desc("CUDA toolkit root (libdevice, ptxas); empty uses the "
-                     "one found at configure time"),
+      llvm::cl::desc("CUDA toolkit root (libdevice, ptxas); empty uses "
+                     "TERRA_CUDA_TOOLKIT, else the one found at configure "
+                     "time"),
       llvm::cl::init("")};
   Option<int64_t> blockSize{*this, "block-size",
                             llvm::cl::desc("Threads per block of generated "

@@ -29,6 +29,8 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
+#include <cstdlib>
+
 #ifndef TERRA_CUDA_TOOLKIT_DIR
 #define TERRA_CUDA_TOOLKIT_DIR ""
 #endif
@@ -55,9 +57,15 @@ void terra::buildGPULoweringPipeline(OpPassManager &pm,
   pm.addPass(createCSEPass());
   pm.addPass(createGpuKernelOutliningPass());
 
-  std::string toolkit = options.toolkit.empty()
-                            ? std::string(TERRA_CUDA_TOOLKIT_DIR)
-                            : std::string(options.toolkit);
+  // The toolkit: the option, else TERRA_CUDA_TOOLKIT (a machine whose
+  // toolkit is elsewhere than at configure time, e.g. the portable build on
+  // a GPU machine, docs/gpu.md), else the one found at configure time.
+  std::string toolkit = options.toolkit;
+  if (toolkit.empty())
+    if (const char *env = std::getenv("TERRA_CUDA_TOOLKIT"))
+      toolkit = env;
+  if (toolkit.empty())
+    toolkit = TERRA_CUDA_TOOLKIT_DIR;
   GpuNVVMAttachTargetOptions targetOpts;
   targetOpts.chip = options.chip;
   targetOpts.features = options.features;
