@@ -802,20 +802,27 @@ int FakeDevice::copiesIn, FakeDevice::copiesOut, FakeDevice::copiesOnDevice,
 std::string FakeDevice::pendingError;
 bool FakeDevice::failCopies;
 
+/// kGraph's host op (squares), noting in `argOnHost` whether every argument
+/// it got was host memory.
+HostOpFn squareNotingWhereArgsLive(bool &argOnHost) {
+  argOnHost = true;
+  return [&argOnHost,
+          square = squareHostOp()](int64_t id, const std::vector<Tensor> &in,
+                                   std::vector<Tensor> &out, std::string &err) {
+    for (const Tensor &t : in)
+      argOnHost = argOnHost && !FakeDevice::isDevice(t.data);
+    return square(id, in, out, err);
+  };
+}
+
 TEST_F(GraphTest, DeviceMemoryRunCopiesEveryValueInAndOut) {
   auto g = compile(kGraph);
   ASSERT_TRUE(g);
   GraphRunner runner(*g);
   auto run = std::make_shared<RunState>();
   run->memory = FakeDevice::memory();
-  HostOpFn square = squareHostOp();
-  bool argOnHost = true;
-  run->hostOps = [&](int64_t id, const std::vector<Tensor> &in,
-                     std::vector<Tensor> &out, std::string &err) {
-    for (const Tensor &t : in)
-      argOnHost = argOnHost && !FakeDevice::isDevice(t.data);
-    return square(id, in, out, err);
-  };
+  bool argOnHost;
+  run->hostOps = squareNotingWhereArgsLive(argOnHost);
   Tensor feed = vecF32({1, 2, 3, 4});
   run->channels.sendFeed(1, feed);
   run->channels.sendCase(2, 1);
@@ -850,14 +857,8 @@ TEST_F(GraphTest, InputsOnDeviceAreReadInPlaceAndFetchesStayOnTheDevice) {
   GraphRunner runner(*g);
   auto run = std::make_shared<RunState>();
   run->memory = FakeDevice::inputsOnDeviceMemory();
-  HostOpFn square = squareHostOp();
-  bool argOnHost = true;
-  run->hostOps = [&](int64_t id, const std::vector<Tensor> &in,
-                     std::vector<Tensor> &out, std::string &err) {
-    for (const Tensor &t : in)
-      argOnHost = argOnHost && !FakeDevice::isDevice(t.data);
-    return square(id, in, out, err);
-  };
+  bool argOnHost;
+  run->hostOps = squareNotingWhereArgsLive(argOnHost);
   {
     Tensor feed = FakeDevice::tensor({1, 2, 3, 4});
     run->channels.sendFeed(1, feed);

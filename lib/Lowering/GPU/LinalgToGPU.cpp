@@ -396,14 +396,10 @@ struct TerraLinalgToGPUPass
     bool serial = op.getNumParallelLoops() == 0;
     int64_t threads = serial ? 1 : int64_t(blockSize);
 
-    rw.setInsertionPoint(op);
-    Value c0 = arith::ConstantIndexOp::create(rw, loc, 0);
-    Value c1 = arith::ConstantIndexOp::create(rw, loc, 1);
-    Value cThreads = arith::ConstantIndexOp::create(rw, loc, threads);
-
     // For a serial op: the one-iteration nest first, the op's loops inside.
+    rw.setInsertionPoint(op);
     scf::ParallelOp loops;
-    Value total = c1;
+    Value total = arith::ConstantIndexOp::create(rw, loc, 1);
     if (!serial) {
       FailureOr<linalg::LinalgLoops> nest =
           linalg::linalgOpToParallelLoops(rw, op);
@@ -415,54 +411,28 @@ struct TerraLinalgToGPUPass
       for (Value ub : loops.getUpperBound())
         total = rw.createOrFold<arith::MulIOp>(loc, total, ub);
     }
-    Value numBlocks = rw.createOrFold<arith::CeilDivUIOp>(loc, total, cThreads);
-
-    auto blockLoop = scf::ParallelOp::create(
-        rw, loc, ValueRange{c0}, ValueRange{numBlocks}, ValueRange{c1});
-    rw.setInsertionPoint(blockLoop.getBody()->getTerminator());
-    auto threadLoop = scf::ParallelOp::create(
-        rw, loc, ValueRange{c0}, ValueRange{cThreads}, ValueRange{c1});
-    rw.setInsertionPoint(threadLoop.getBody()->getTerminator());
-    Value linear = arith::MulIOp::create(
-        rw, loc, blockLoop.getInductionVars()[0], cThreads);
-    linear = arith::AddIOp::create(rw, loc, linear,
-                                   threadLoop.getInductionVars()[0]);
-    Value inRange = arith::CmpIOp::create(rw, loc, arith::CmpIPredicate::ult,
-                                          linear, total);
-    auto guard = scf::IfOp::create(rw, loc, inRange, /*withElseRegion=*/false);
-    rw.setInsertionPoint(guard.thenBlock()->getTerminator());
+    FailureOr<Value> linear = kernelLoops(rw, loc, total, threads);
+    if (failed(linear))
+      return op.emitError("terra-linalg-to-gpu: invalid loop mapping");
+    Operation *guardEnd = rw.getInsertionBlock()->getTerminator();
 
     if (serial) {
-      rw.moveOpBefore(op, guard.thenBlock()->getTerminator());
+      rw.moveOpBefore(op, guardEnd);
       if (failed(linalg::linalgOpToLoops(rw, op)))
         return op.emitError("terra-linalg-to-gpu: cannot lower this op to "
                             "loops");
       ++numSerial;
     } else {
-      // Delinearize, innermost dimension fastest: consecutive threads touch
-      // consecutive elements of a row-major buffer.
-      ValueRange ubs = loops.getUpperBound();
-      SmallVector<Value> ivs(ubs.size());
-      Value rest = linear;
-      for (int64_t d = int64_t(ubs.size()) - 1; d > 0; --d) {
-        ivs[d] = arith::RemUIOp::create(rw, loc, rest, ubs[d]);
-        rest = arith::DivUIOp::create(rw, loc, rest, ubs[d]);
-      }
-      ivs[0] = rest;
+      // Innermost dimension fastest: consecutive threads touch consecutive
+      // elements of a row-major buffer.
+      SmallVector<Value> ivs =
+          delinearize(rw, loc, *linear, llvm::to_vector(loops.getUpperBound()));
       Block *body = loops.getBody();
       rw.eraseOp(body->getTerminator());
-      rw.inlineBlockBefore(body, guard.thenBlock()->getTerminator(), ivs);
+      rw.inlineBlockBefore(body, guardEnd, ivs);
       rw.eraseOp(loops);
     }
     rw.eraseOp(op);
-
-    MLIRContext *ctx = &getContext();
-    if (failed(gpu::setMappingAttr(blockLoop,
-                                   {mapTo(ctx, gpu::Processor::BlockX)})) ||
-        failed(gpu::setMappingAttr(threadLoop,
-                                   {mapTo(ctx, gpu::Processor::ThreadX)})))
-      return blockLoop.emitError("terra-linalg-to-gpu: invalid loop mapping");
-    ++numKernels;
     return success();
   }
 };
