@@ -49,6 +49,24 @@ DType dtypeOf(const std::string &name) {
   return d;
 }
 
+/// Checks that the tensor behind a spec (its owner) lives where a graph of
+/// `graphDevice` can read it: the host's memory, or for a CUDA graph also
+/// CUDA memory. Anything else (a meta tensor, another device) would hand
+/// the graph a pointer it cannot read: a clear error instead of a crash.
+void checkReadable(py::handle owner, const std::string &graphDevice,
+                   const char *what, int64_t id) {
+  py::object device = py::getattr(owner, "device", py::none());
+  if (device.is_none())
+    return; // not a torch tensor (the runtime's own tests)
+  std::string type = py::str(device.attr("type"));
+  if (type == "cpu" || (type == "cuda" && graphDevice == "cuda"))
+    return;
+  throw py::value_error(std::string(what) + " " + std::to_string(id) +
+                        ": a tensor on " + std::string(py::str(device)) +
+                        " cannot be read by a graph that runs on " +
+                        (graphDevice == "cuda" ? "cuda" : "cpu"));
+}
+
 /// (data_ptr, dtype, sizes, strides, owner) -> Tensor.
 Tensor toTensor(py::tuple spec) {
   if (spec.size() != 5)
@@ -269,9 +287,10 @@ Tensor toDeviceTensor(py::tuple spec, const RunState::BufferMemory &memory,
 class Run {
 public:
   Run(std::shared_ptr<GraphRunner> runner, std::shared_ptr<RunState> state,
-      bool onDevice, bool fakeDevice)
-      : runner(std::move(runner)), state(std::move(state)), onDevice(onDevice),
-        fakeDevice(fakeDevice) {}
+      std::string device)
+      : runner(std::move(runner)), state(std::move(state)),
+        device(std::move(device)), onDevice(this->device != "cpu"),
+        fakeDevice(this->device == "gpu-loops") {}
 
   void start() {
     if (started)
@@ -280,6 +299,7 @@ public:
     runner->start(state);
   }
   void feed(int64_t point, py::tuple spec) {
+    checkReadable(spec[4], device, "feed", point);
     state->channels.sendFeed(
         point, onDevice ? toDeviceTensor(spec, state->memory, true, fakeDevice)
                         : toTensor(spec));
@@ -454,6 +474,7 @@ public:
 private:
   std::shared_ptr<GraphRunner> runner;
   std::shared_ptr<RunState> state;
+  std::string device; ///< the graph's: cpu, cuda or gpu-loops
   bool onDevice, fakeDevice;
   bool started = false, finished = false;
 };
@@ -485,6 +506,8 @@ public:
       state->memory = cudaMemory();
     if (onDevice && !fakeDevice && !states.empty())
       syncTorchStream(); // once for all the state
+    for (size_t i = 0; i < states.size(); ++i)
+      checkReadable(states[i][4], device, "state", int64_t(i));
     for (py::tuple &s : states)
       state->states.push_back(onDevice
                                   ? toDeviceTensor(s, state->memory,
@@ -514,8 +537,7 @@ public:
         }
       };
     }
-    return std::make_unique<Run>(runner, std::move(state), onDevice,
-                                 fakeDevice);
+    return std::make_unique<Run>(runner, std::move(state), device);
   }
   std::unique_ptr<CompiledGraph> graph;
   std::string device;

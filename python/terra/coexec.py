@@ -774,6 +774,9 @@ class CoExecutor(TapeRecorder, _Recorder):
                         raise Deviation("a value fed from Python is not in the graph here")
                     self.handles[i] = got
                     value = self.feed_values.pop(i)
+                    if value.device.type not in self.compiled.readable_devices:
+                        raise Deviation(f"a fed tensor is on {value.device}; the graph runs on "
+                                        f"{self.compiled.device}")
                     if not self.compiled.shape_fits(got[0], value.shape):
                         raise Deviation(f"a fed tensor has shape {list(value.shape)}; the graph was "
                                         f"compiled for {self.compiled.node_shape(got[0], 0)}")
@@ -1067,8 +1070,12 @@ class CoExecutor(TapeRecorder, _Recorder):
             if not isinstance(t, Placeholder):
                 continue
             ref = self.producers.get(self.key(t))
-            if t._terra_real is None and ref in returned:
-                t._terra_real = values[returned[ref]]
+            if ref in returned:
+                if t._terra_real is None:
+                    t._terra_real = values[returned[ref]]
+                # Recorded even when the host computed the value itself
+                # (_host_eval of a tiny op): a replay of the tape may not,
+                # and then its end must fetch it.
                 if end is not None:
                     end.returns.append((i,) + points[returned[ref]])
 

@@ -216,6 +216,16 @@ class TerraFunction:
             registry = _discover_state(self.fn, args, *self._explicit)
             _check_state_device(registry, self.device)
             self.registry = registry
+        if self.phase != "eager":
+            foreign = self._foreign_device(args, kwargs)
+            if foreign is not None:
+                # The graph cannot read it: this call runs eagerly, untraced.
+                it = (self.stats.tracing_iterations + self.stats.coexec_iterations +
+                      self.stats.eager_iterations)
+                self.stats.fallbacks.append(Fallback(it, foreign, "<arguments>"))
+                self.stats.eager_iterations += 1
+                self._log(f"eager call: {foreign}")
+                return self.fn(*args, **kwargs)
         if self.phase == "compiling":
             if not self._compiling.done():
                 return self._eager_while_compiling(args, kwargs)
@@ -228,6 +238,21 @@ class TerraFunction:
                 return self._trace(args, kwargs)
         self.stats.eager_iterations += 1
         return self.fn(*args, **kwargs)
+
+    @property
+    def readable_devices(self) -> tuple:
+        """Device types of tensors the graph can be fed: the host's, and for
+        a CUDA graph CUDA's."""
+        return ("cpu", "cuda") if self.graph_device == "cuda" else ("cpu",)
+
+    def _foreign_device(self, args: tuple, kwargs: dict) -> Optional[str]:
+        """Why the graph cannot read a tensor argument of this call (on a
+        device other than its own, or the host's that a CUDA graph copies
+        in), or None."""
+        for _, t in tracing._tensors_in((args, kwargs), ()):
+            if t.device.type not in self.readable_devices:
+                return f"a tensor argument is on {t.device} and the graph runs on {self.device}"
+        return None
 
     def _log(self, text: str) -> None:
         if _log_enabled():

@@ -124,3 +124,34 @@ def test_gpu_loops_graphs_match_eager(program: str, monkeypatch: pytest.MonkeyPa
         make, inputs = _cnn_program, _images(6)
     stats = compare(make, inputs, max_fallbacks=0)
     assert stats["coexec_iterations"] >= 3, stats
+
+
+def test_tensors_the_graph_cannot_read_run_eagerly() -> None:
+    """A tensor argument, or a fed tensor, on a device the graph cannot read
+    (here meta, for a CPU graph) leaves the graph as eager would run it,
+    never a pointer the graph would dereference."""
+    w = torch.randn(4, 4)
+    m = torch.randn(3, 4, device="meta")
+    use_global = [False]
+
+    def step(x):
+        y = m if use_global[0] else x
+        return (y @ w).sum()
+
+    fn = terra.function(step, cache_dir=None, max_traces=2)
+    for _ in range(3):
+        fn(torch.randn(3, 4))
+    assert terra.stats(fn)["coexec_iterations"] == 1
+    # An argument: the call runs eagerly, untraced.
+    out = fn(torch.randn(3, 4, device="meta"))
+    assert out.device.type == "meta"
+    # A fed global in a recorded iteration: the iteration deviates.
+    use_global[0] = True
+    out = fn(torch.randn(3, 4))
+    assert out.device.type == "meta"
+    reasons = [f["reason"] for f in terra.stats(fn)["fallback_log"]]
+    assert reasons == ["a tensor argument is on meta and the graph runs on cpu",
+                       "a fed tensor is on meta; the graph runs on cpu"], reasons
+    use_global[0] = False
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(fn(x), step(x), rtol=1e-4, atol=1e-5)

@@ -1117,3 +1117,25 @@ def test_a_loop_with_fixed_trip_counts_per_run_stays_unrolled() -> None:
         nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 3))))
     stats = compare(make, batches(8), max_fallbacks=0)
     assert stats["graph_loops"] == [], stats["graph_loops"]
+
+
+def test_returned_tiny_value_the_host_computed_is_fetched_in_replays() -> None:
+    """A tiny op on known values is evaluated on the host while an iteration
+    is recorded (_host_eval), so its returned result needed no fetch then;
+    a replay of that iteration's tape does not evaluate it and must fetch
+    it at the end (it came back as a placeholder without a value)."""
+    torch.manual_seed(0)
+    w = torch.randn(4, 4)
+    v = torch.randn(4, 4, requires_grad=True)
+
+    def step(x):
+        return (x @ w).sum(), (x @ v).amax()
+
+    fn = terra.function(step, cache_dir=None)
+    g = torch.Generator().manual_seed(1)
+    for i in range(8):
+        x = torch.randn(3, 4, generator=g)
+        got, want = fn(x), step(x)
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a.detach(), b.detach(), **TOL, msg=f"step {i}")
+    assert terra.stats(fn)["coexec_iterations"] >= 4
