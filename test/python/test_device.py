@@ -155,3 +155,19 @@ def test_tensors_the_graph_cannot_read_run_eagerly() -> None:
     use_global[0] = False
     x = torch.randn(3, 4)
     torch.testing.assert_close(fn(x), step(x), rtol=1e-4, atol=1e-5)
+
+
+def test_state_moved_where_the_graph_cannot_read_it_is_a_clear_error() -> None:
+    model = torch.nn.Linear(4, 2)
+
+    def step(x):
+        return model(x).sum()
+
+    fn = terra.function(step, cache_dir=None)
+    for _ in range(4):
+        fn(torch.randn(3, 4))
+    assert terra.stats(fn)["coexec_iterations"] >= 1
+    model.to("meta")
+    with pytest.raises(ValueError, match=r"state \d+: a tensor on meta cannot be read by a graph "
+                                         r"that runs on cpu"):
+        fn(torch.randn(3, 4))
