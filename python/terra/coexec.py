@@ -39,7 +39,7 @@ from . import native, relax, replay, tracing
 from .placeholder import Placeholder, Token, real, view_placeholder
 from .loops import restrict, transitions
 from .replay import _MISS, TapeRecorder, _Replayed
-from .runio import from_fetch, tensor_spec, to_torch
+from .runio import resolve_later, tensor_spec, to_torch
 from .sites import Site, user_line
 from .tape import End, Entry, Tape, flat_inputs, relax_spec
 from .trace import ConstSource, FeedEvent, OpEvent, StateEvent, ValueRef, moves_loops
@@ -1094,7 +1094,7 @@ class CoExecutor(TapeRecorder, _Recorder):
                     node, result, inst = self._handle(ref)
                     fid = cursor.fetch_id(node, result)
                     if fid >= 0:
-                        o._terra_resolve = lambda run=run, fid=fid, inst=inst: from_fetch(run, fid, inst)
+                        resolve_later(o, run, fid, inst)
                         escapes[self.idents.get(id(o))] = (fid, inst)
 
 

@@ -22,7 +22,7 @@ from torch.utils._pytree import LeafSpec, tree_flatten, tree_unflatten
 
 from . import placeholder, sizes
 from .placeholder import Placeholder, Token, view_placeholder
-from .runio import from_fetch, tensor_spec, to_torch
+from .runio import resolve_later, tensor_spec, to_torch
 from .sites import is_engine_site, user_line
 from .tape import (Entry, Tape, Untapeable, _match, flat_inputs, form_matches, matches, relax_host_shapes,
                    relaxed_arg, relaxed_value, spec_of)
@@ -819,7 +819,7 @@ class TapeRecorder:
             flat = (out,) if isinstance(out, torch.Tensor) else tree_flatten(out)[0]
             o = flat[where[1]] if where[1] < len(flat) else None
             if isinstance(o, Placeholder) and o._terra_real is None and o._terra_resolve is None:
-                o._terra_resolve = lambda run=run, fid=fid, inst=inst: from_fetch(run, fid, inst)
+                resolve_later(o, run, fid, inst)
         self.log.clear()
         self.keepalive.clear()
         return self.trace

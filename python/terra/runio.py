@@ -42,3 +42,14 @@ def from_fetch(run: Any, fid: int, inst: int) -> torch.Tensor:
     if arr is None:
         raise RuntimeError("the graph run that computed this value did not publish it")
     return to_torch(arr)
+
+
+def resolve_later(o: Any, run: Any, fid: int, inst: int) -> None:
+    """Gives placeholder `o`, which may be read after its finished step, the
+    value fetch point `fid` published, converted when it is read. The
+    published buffer is taken now: holding the run instead would keep every
+    buffer it published alive for as long as `o` lives (a history of losses
+    would keep every step's state)."""
+    value = run.fetch(fid, inst)
+    if value is not None:
+        o._terra_resolve = lambda value=value: to_torch(value)

@@ -27,6 +27,7 @@ import os
 import sys
 import threading
 import types
+import weakref
 from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 import torch
@@ -248,6 +249,12 @@ class _Recorder(TorchDispatchMode):
         self.written_feeds: dict[tuple, list[int]] = {}
         self._call = (call_args, call_kwargs)
         self._indexed: Optional[tuple] = None  # see _index
+        # Weak references to the real tensors a traced step computed: those
+        # still alive when it ends escaped it (stored in a global, a
+        # module, a list) and become fetches (kind "escape", see finish),
+        # so co-executed steps have their values too. Tracing only: a
+        # co-executor's values come from the graph.
+        self._escape_candidates: Optional[list] = [] if type(self) is _Recorder else None
         self._state_ptrs: Optional[dict] = None  # see state_name_of
         try:
             self.initial_tensors = registry.tensors()
@@ -478,6 +485,8 @@ class _Recorder(TorchDispatchMode):
     def _bind(self, t: torch.Tensor, ref: ValueRef) -> None:
         k = self.key(t)
         self.producers[k] = ref
+        if self._escape_candidates is not None and not isinstance(t, Placeholder):
+            self._escape_candidates.append(weakref.ref(t))
         self.stale.discard(k)
         self.views.setdefault(self.base(t), set()).add(k)
         self._keep(t)
@@ -547,6 +556,9 @@ class _Recorder(TorchDispatchMode):
                 ref = self.producers.get(self.key(args[0]))
                 if ref is not None and self.key(out) != self.key(args[0]):
                     self._bind(out, ref)
+                elif self._escape_candidates is not None and not isinstance(out, Placeholder):
+                    # Same memory, same key: `loss.detach()` kept is `loss` kept.
+                    self._escape_candidates.append(weakref.ref(out))
             return out
         if name in HOST_RNG_OPS:
             self._kind = "rng"
@@ -962,8 +974,34 @@ class _Recorder(TorchDispatchMode):
         for shape in self.written_feeds.values():
             self.problem(f"writes in place into a tensor from outside the step (shape {shape}) that is not "
                          "persistent state; the write would not be committed")
+        self._record_escapes()
         self.keepalive.clear()
         return self.trace
+
+    def _record_escapes(self) -> None:
+        """Values the traced step computed that are still alive after it
+        (the program kept them: `history.append(loss)`, a cache in a
+        module) and that no return or commit fetches become fetches of kind
+        "escape": the merged graph publishes them, and a co-executed step
+        gives the placeholders it kept their values (CoExecutor.
+        _publish_escapes)."""
+        candidates, self._escape_candidates = self._escape_candidates, None
+        if not candidates:
+            return
+        self._last_call = None  # the last op's arguments are not the program's
+        fetched = {f.value for f in self.trace.fetches}
+        n = 0
+        for w in candidates:
+            t = w()
+            if t is None:
+                continue
+            ref = self.producers.get(self.key(t))
+            if ref is None or ref in fetched or not isinstance(self.trace.events[ref.event], OpEvent):
+                continue
+            fetched.add(ref)
+            self._append(FetchEvent(ref, TensorType.of(t), Site((Frame("<escape>", "escape", 0, n),)),
+                                    "escape"))
+            n += 1
 
 
 def _python_value(v: Any) -> Any:

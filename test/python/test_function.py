@@ -884,22 +884,35 @@ def test_terra_log_prints_phase_transitions(capfd: Any, monkeypatch: Any) -> Non
     assert "traced iteration 1" in err and "-> co-execution" in err
 
 
-def test_escaped_value_without_fetch_has_a_clear_error() -> None:
+def test_escaped_value_has_its_value_unless_no_traced_step_kept_it() -> None:
+    """A value kept after every traced step is published (an "escape"
+    fetch); one kept only by co-executed steps is not, and reading it
+    after the step is a clear error, not garbage."""
     torch.manual_seed(0)
     model = mlp()
     kept: list[torch.Tensor] = []
+    keep_late = [False]
+    late: list[torch.Tensor] = []
 
     @terra.function
     def step(x):
         h = model(x)
         kept.append(h * 2)  # leaves the step, never read inside it
+        g = h + 1
+        if keep_late[0]:
+            late.append(g)
         return h.sum()
 
-    for x, _ in batches(4):
+    inputs = batches(5)
+    for x, _ in inputs[:4]:
         step(x)
     assert terra.stats(step)["coexec_iterations"] >= 1
+    torch.testing.assert_close(torch.as_tensor(kept[-1]), model(inputs[3][0]).detach() * 2, **TOL)
+    keep_late[0] = True
+    step(inputs[4][0])
+    assert terra.stats(step)["fallbacks"] == 0
     with pytest.raises(terra.ValueUnavailable, match="left the step"):
-        kept[-1].sum()
+        late[-1].sum()
 
 
 # -- compilation in the background ------------------------------------------------------
@@ -1139,3 +1152,45 @@ def test_returned_tiny_value_the_host_computed_is_fetched_in_replays() -> None:
         for a, b in zip(got, want):
             torch.testing.assert_close(a.detach(), b.detach(), **TOL, msg=f"step {i}")
     assert terra.stats(fn)["coexec_iterations"] >= 4
+
+
+def test_values_kept_after_the_step_have_their_values() -> None:
+    """`history.append(loss)` read after the step: the traced steps see the
+    value kept alive, so it becomes a fetch ("escape") the graph publishes,
+    and co-executed steps give the placeholder they kept its value."""
+    torch.manual_seed(0)
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    history, cache = [], {}
+
+    def step(x, y):
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        history.append(loss.detach())
+        cache["logits_sum"] = model(x).detach().sum()
+
+    torch.manual_seed(0)
+    model_e = mlp()
+    model_e.load_state_dict(model.state_dict())
+    opt_e = torch.optim.SGD(model_e.parameters(), lr=0.1)
+    want, want_cache = [], []
+
+    def step_e(x, y):
+        loss = F.cross_entropy(model_e(x), y)
+        opt_e.zero_grad()
+        loss.backward()
+        opt_e.step()
+        want.append(loss.detach())
+        want_cache.append(model_e(x).detach().sum())
+
+    fn = terra.function(step, cache_dir=None)
+    for i, (x, y) in enumerate(batches(8)):
+        fn(x, y)
+        step_e(x, y)
+        torch.testing.assert_close(torch.as_tensor(cache["logits_sum"]), want_cache[-1], **TOL,
+                                   msg=f"step {i}")
+    assert terra.stats(fn)["coexec_iterations"] >= 4
+    for i, (got, exp) in enumerate(zip(history, want)):
+        torch.testing.assert_close(torch.as_tensor(got), exp, **TOL, msg=f"history {i}")
