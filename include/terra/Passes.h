@@ -85,6 +85,13 @@ struct GPUPipelineOptions
 void buildGPULoweringPipeline(mlir::OpPassManager &pm,
                               const GPUPipelineOptions &options);
 
+/// Adds everything after terra-convert-to-linalg for a graph run on
+/// `device`: "cpu" (buildCPUGraphPipeline), "cuda" (terra-lower-graph and
+/// buildGPULoweringPipeline with `gpu`) or "gpu-loops" (terra-lower-graph
+/// and buildGPULoopsOnCPUPipeline). False, adding nothing, for another name.
+bool buildGraphPipeline(mlir::OpPassManager &pm, llvm::StringRef device,
+                        const GPUPipelineOptions &gpu = GPUPipelineOptions());
+
 /// Registers `terra-cpu-pipeline` and `terra-gpu-pipeline`
 /// (convert-to-linalg + lower-graph + one of the above) for terra-opt.
 void registerTerraPipelines();

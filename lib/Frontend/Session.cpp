@@ -169,17 +169,9 @@ Session::compile(const CompileOptions &options, std::string &error,
   if (keep)
     print(stages->linalg);
   PassManager lower(ctx);
-  if (options.device == "cpu") {
-    buildCPUGraphPipeline(lower);
-  } else if (options.device == "cuda") {
-    GPUPipelineOptions gpu;
-    gpu.chip = options.gpuChip;
-    lower.addPass(createTerraLowerGraph());
-    buildGPULoweringPipeline(lower, gpu);
-  } else if (options.device == "gpu-loops") {
-    lower.addPass(createTerraLowerGraph());
-    buildGPULoopsOnCPUPipeline(lower);
-  } else {
+  GPUPipelineOptions gpu;
+  gpu.chip = options.gpuChip;
+  if (!buildGraphPipeline(lower, options.device, gpu)) {
     error = "unknown device '" + options.device + "' (cpu or cuda)";
     return nullptr;
   }

@@ -121,6 +121,22 @@ void terra::buildCPUGraphPipeline(OpPassManager &pm) {
   buildCPULoweringPipeline(pm);
 }
 
+bool terra::buildGraphPipeline(OpPassManager &pm, StringRef device,
+                               const GPUPipelineOptions &gpu) {
+  if (device == "cpu") {
+    buildCPUGraphPipeline(pm);
+    return true;
+  }
+  if (device != "cuda" && device != "gpu-loops")
+    return false;
+  pm.addPass(createTerraLowerGraph());
+  if (device == "cuda")
+    buildGPULoweringPipeline(pm, gpu);
+  else
+    buildGPULoopsOnCPUPipeline(pm);
+  return true;
+}
+
 void terra::registerTerraPipelines() {
   PassPipelineRegistration<>(
       "terra-cpu-pipeline",
@@ -135,7 +151,6 @@ void terra::registerTerraPipelines() {
       "cuBLAS calls and mgpu* runtime calls (docs/gpu.md)",
       [](OpPassManager &pm, const GPUPipelineOptions &options) {
         pm.addPass(createTerraConvertToLinalg());
-        pm.addPass(createTerraLowerGraph());
-        buildGPULoweringPipeline(pm, options);
+        buildGraphPipeline(pm, "cuda", options);
       });
 }

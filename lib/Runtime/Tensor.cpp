@@ -1,6 +1,7 @@
 //===- Tensor.cpp - Host tensors ------------------------------------------===//
 #include "terra/Runtime/Tensor.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -106,5 +107,46 @@ Tensor Tensor::contiguousCopy() const {
       idx[d] = 0;
     }
   }
+  return out;
+}
+
+std::string terra::rt::formatTensor(const Tensor &t, int64_t limit) {
+  std::string out = dtypeName(t.dtype);
+  out += " [";
+  for (size_t i = 0; i < t.sizes.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(t.sizes[i]);
+  out += "]";
+  Tensor c = t.isContiguous() ? t : t.contiguousCopy();
+  int64_t n = c.numel(), shown = limit < 0 || n < limit ? n : limit;
+  char buf[32];
+  for (int64_t i = 0; i < shown; ++i) {
+    switch (c.dtype) {
+    case DType::F32:
+      std::snprintf(buf, sizeof buf, "%g", static_cast<float *>(c.data)[i]);
+      break;
+    case DType::F64:
+      std::snprintf(buf, sizeof buf, "%g", static_cast<double *>(c.data)[i]);
+      break;
+    case DType::I64:
+      std::snprintf(buf, sizeof buf, "%lld",
+                    static_cast<long long>(static_cast<int64_t *>(c.data)[i]));
+      break;
+    case DType::I32:
+      std::snprintf(buf, sizeof buf, "%d", static_cast<int32_t *>(c.data)[i]);
+      break;
+    case DType::I1:
+    case DType::I8:
+      std::snprintf(buf, sizeof buf, "%d",
+                    int(static_cast<int8_t *>(c.data)[i]));
+      break;
+    default:
+      std::snprintf(buf, sizeof buf, "?");
+      break;
+    }
+    out += (i ? " " : " : ");
+    out += buf;
+  }
+  if (shown < n)
+    out += " ... (" + std::to_string(n) + " elements)";
   return out;
 }

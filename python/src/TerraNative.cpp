@@ -53,14 +53,17 @@ DType dtypeOf(const std::string &name) {
 /// `graphDevice` can read it: the host's memory, or for a CUDA graph also
 /// CUDA memory. Anything else (a meta tensor, another device) would hand
 /// the graph a pointer it cannot read: a clear error instead of a crash.
-void checkReadable(py::handle owner, const std::string &graphDevice,
+/// Returns whether the tensor is in CUDA memory.
+bool checkReadable(py::handle owner, const std::string &graphDevice,
                    const char *what, int64_t id) {
   py::object device = py::getattr(owner, "device", py::none());
   if (device.is_none())
-    return; // not a torch tensor (the runtime's own tests)
+    return false; // not a torch tensor (the runtime's own tests)
   std::string type = py::str(device.attr("type"));
-  if (type == "cpu" || (type == "cuda" && graphDevice == "cuda"))
-    return;
+  if (type == "cpu")
+    return false;
+  if (type == "cuda" && graphDevice == "cuda")
+    return true;
   throw py::value_error(std::string(what) + " " + std::to_string(id) +
                         ": a tensor on " + std::string(py::str(device)) +
                         " cannot be read by a graph that runs on " +
@@ -252,21 +255,15 @@ RunState::BufferMemory fakeDeviceMemory() {
   return m;
 }
 
-/// `spec` as a tensor in device memory: a PyTorch CUDA tensor as it is (its
-/// stream synchronized when `sync`), a host tensor (a Python scalar fed as a
-/// 0-dim tensor, a CPU input of a CUDA program) copied into a device buffer
-/// of `memory`. With `fakeDevice` (gpu-loops graphs) host memory is the
-/// device's.
+/// `spec` as a tensor in device memory: as it is when it already is there
+/// (`inDeviceMemory`: a PyTorch CUDA tensor, or any tensor of a gpu-loops
+/// graph, whose device is the host), else (a Python scalar fed as a 0-dim
+/// tensor, a CPU input of a CUDA program) copied into a buffer of `memory`.
 Tensor toDeviceTensor(py::tuple spec, const RunState::BufferMemory &memory,
-                      bool sync = true, bool fakeDevice = false) {
+                      bool inDeviceMemory) {
   Tensor t = toTensor(spec);
-  if (fakeDevice)
+  if (inDeviceMemory)
     return t;
-  if (py::bool_(py::getattr(spec[4], "is_cuda", py::bool_(false)))) {
-    if (sync)
-      syncTorchStream();
-    return t;
-  }
   Tensor host = t.isContiguous() ? t : t.contiguousCopy();
   size_t bytes = size_t(host.numel()) * dtypeSize(host.dtype);
   void *p = memory.alloc(bytes ? bytes : 1, 0);
@@ -299,10 +296,15 @@ public:
     runner->start(state);
   }
   void feed(int64_t point, py::tuple spec) {
-    checkReadable(spec[4], device, "feed", point);
+    bool cuda = checkReadable(spec[4], device, "feed", point);
+    if (!onDevice) {
+      state->channels.sendFeed(point, toTensor(spec));
+      return;
+    }
+    if (cuda)
+      syncTorchStream();
     state->channels.sendFeed(
-        point, onDevice ? toDeviceTensor(spec, state->memory, true, fakeDevice)
-                        : toTensor(spec));
+        point, toDeviceTensor(spec, state->memory, cuda || fakeDevice));
   }
   void sendCase(int64_t point, uint32_t index) {
     state->channels.sendCase(point, index);
@@ -506,23 +508,22 @@ public:
       state->memory = cudaMemory();
     if (onDevice && !fakeDevice && !states.empty())
       syncTorchStream(); // once for all the state
-    // A state tensor is checked when it is new here: its object or data
-    // pointer differs from the last run's (the same ones cannot have moved
-    // to another device). Most runs check none.
+    // A state tensor's device is looked up when the tensor is new here: its
+    // object or data pointer differs from the last run's (the same ones
+    // cannot have moved to another device). Most runs look up none.
     checkedStates.resize(states.size());
     for (size_t i = 0; i < states.size(); ++i) {
-      std::pair<PyObject *, uintptr_t> seen{states[i][4].ptr(),
-                                            states[i][0].cast<uintptr_t>()};
-      if (checkedStates[i] == seen)
-        continue;
-      checkReadable(states[i][4], device, "state", int64_t(i));
-      checkedStates[i] = seen;
-    }
-    for (py::tuple &s : states)
+      CheckedState seen{states[i][4].ptr(), states[i][0].cast<uintptr_t>()};
+      CheckedState &last = checkedStates[i];
+      if (last.owner != seen.owner || last.data != seen.data) {
+        seen.cuda = checkReadable(states[i][4], device, "state", int64_t(i));
+        last = seen;
+      }
       state->states.push_back(onDevice
-                                  ? toDeviceTensor(s, state->memory,
-                                                   /*sync=*/false, fakeDevice)
-                                  : toTensor(s));
+                                  ? toDeviceTensor(states[i], state->memory,
+                                                   last.cuda || fakeDevice)
+                                  : toTensor(states[i]));
+    }
     if (!hostExecutor.is_none()) {
       // Held through pyOwner: the run may be released on the runner thread,
       // and dropping the reference there needs the GIL.
@@ -551,8 +552,14 @@ public:
   }
   std::unique_ptr<CompiledGraph> graph;
   std::string device;
-  /// (owner, data pointer) of each state tensor checkReadable accepted.
-  std::vector<std::pair<PyObject *, uintptr_t>> checkedStates;
+  /// Each state tensor checkReadable accepted: its owner, its data pointer
+  /// and whether it is in CUDA memory.
+  struct CheckedState {
+    PyObject *owner = nullptr;
+    uintptr_t data = 0;
+    bool cuda = false;
+  };
+  std::vector<CheckedState> checkedStates;
   std::shared_ptr<GraphRunner> runner;
 };
 

@@ -35,15 +35,6 @@ def to_torch(value: Any) -> torch.Tensor:
     return torch.utils.dlpack.from_dlpack(value)
 
 
-def from_fetch(run: Any, fid: int, inst: int) -> torch.Tensor:
-    """Instance `inst` of fetch point `fid` of a run, as a tensor viewing the
-    runtime's buffer."""
-    arr = run.fetch(fid, inst)
-    if arr is None:
-        raise RuntimeError("the graph run that computed this value did not publish it")
-    return to_torch(arr)
-
-
 def resolve_later(o: Any, run: Any, fid: int, inst: int) -> None:
     """Gives placeholder `o`, which may be read after its finished step, the
     value fetch point `fid` published, converted when it is read. The

@@ -87,6 +87,12 @@ def batches(n: int, b: int = 8, d: int = 6, classes: int = 3, seed: int = 1) -> 
     return [(torch.randn(b, d, generator=g), torch.randint(0, classes, (b,), generator=g)) for _ in range(n)]
 
 
+def images(n: int) -> list[tuple]:
+    """Batches of four 2x8x8 images and their labels (of 3 classes)."""
+    g = torch.Generator().manual_seed(3)
+    return [(torch.randn(4, 2, 8, 8, generator=g), torch.randint(0, 3, (4,), generator=g)) for _ in range(n)]
+
+
 def mlp(d: int = 6, classes: int = 3) -> nn.Module:
     return nn.Sequential(nn.Linear(d, 16), nn.Tanh(), nn.Linear(16, classes))
 

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import terra
-from coexec_helpers import batches, compare, sgd_program
+from coexec_helpers import batches, compare, images, sgd_program
 
 CUDA = torch.cuda.is_available()
 
@@ -86,25 +86,10 @@ def test_state_on_another_device_is_a_clear_error_at_the_first_call() -> None:
         step(torch.randn(3, 4))
 
 
-def _cnn_program():
-    model = torch.nn.Sequential(torch.nn.Conv2d(2, 4, 3, padding=1), torch.nn.BatchNorm2d(4),
-                                torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
-                                torch.nn.Linear(4 * 4 * 4, 3))
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss.item()
-    return step, model, opt
-
-
-def _images(n: int) -> list:
-    g = torch.Generator().manual_seed(3)
-    return [(torch.randn(4, 2, 8, 8, generator=g), torch.randint(0, 3, (4,), generator=g))
-            for _ in range(n)]
+def _cnn_batchnorm() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Conv2d(2, 4, 3, padding=1), torch.nn.BatchNorm2d(4),
+                               torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+                               torch.nn.Linear(4 * 4 * 4, 3))
 
 
 @pytest.mark.parametrize("program", ["mlp_sgd_momentum", "mlp_adam_item", "cnn_batchnorm"])
@@ -121,7 +106,8 @@ def test_gpu_loops_graphs_match_eager(program: str, monkeypatch: pytest.MonkeyPa
         make = sgd_program(read_item=True, optimizer=torch.optim.Adam, lr=1e-2)
         inputs = batches(6)
     else:
-        make, inputs = _cnn_program, _images(6)
+        make = sgd_program(read_item=True, model_fn=_cnn_batchnorm, lr=0.05, momentum=0.9)
+        inputs = images(6)
     stats = compare(make, inputs, max_fallbacks=0)
     assert stats["coexec_iterations"] >= 3, stats
 

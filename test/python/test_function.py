@@ -28,7 +28,7 @@ try:
 except NativeModuleMissing as exc:  # pragma: no cover - the build makes it
     pytest.skip(str(exc), allow_module_level=True)
 
-from coexec_helpers import TOL, batches, compare, mlp, sgd_program  # noqa: E402
+from coexec_helpers import TOL, batches, compare, images, mlp, sgd_program  # noqa: E402
 
 
 # -- programs ---------------------------------------------------------------------------
@@ -41,11 +41,6 @@ def test_mlp_sgd_momentum_no_fallbacks() -> None:
 def cnn() -> nn.Module:
     return nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
                          nn.Linear(4 * 4 * 4, 3))
-
-
-def images(n: int) -> list[tuple]:
-    g = torch.Generator().manual_seed(3)
-    return [(torch.randn(4, 2, 8, 8, generator=g), torch.randint(0, 3, (4,), generator=g)) for _ in range(n)]
 
 
 def test_cnn_sgd() -> None:
@@ -1158,39 +1153,29 @@ def test_values_kept_after_the_step_have_their_values() -> None:
     """`history.append(loss)` read after the step: the traced steps see the
     value kept alive, so it becomes a fetch ("escape") the graph publishes,
     and co-executed steps give the placeholder they kept its value."""
-    torch.manual_seed(0)
-    model = mlp()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    history, cache = [], {}
+    def make() -> tuple:
+        torch.manual_seed(0)
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        history, cache = [], {}
 
-    def step(x, y):
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        history.append(loss.detach())
-        cache["logits_sum"] = model(x).detach().sum()
+        def step(x, y):
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            history.append(loss.detach())
+            cache["logits_sum"] = model(x).detach().sum()
+        return step, history, cache
 
-    torch.manual_seed(0)
-    model_e = mlp()
-    model_e.load_state_dict(model.state_dict())
-    opt_e = torch.optim.SGD(model_e.parameters(), lr=0.1)
-    want, want_cache = [], []
-
-    def step_e(x, y):
-        loss = F.cross_entropy(model_e(x), y)
-        opt_e.zero_grad()
-        loss.backward()
-        opt_e.step()
-        want.append(loss.detach())
-        want_cache.append(model_e(x).detach().sum())
-
+    step, history, cache = make()
+    step_e, want, want_cache = make()
     fn = terra.function(step, cache_dir=None)
     for i, (x, y) in enumerate(batches(8)):
         fn(x, y)
         step_e(x, y)
-        torch.testing.assert_close(torch.as_tensor(cache["logits_sum"]), want_cache[-1], **TOL,
-                                   msg=f"step {i}")
+        torch.testing.assert_close(torch.as_tensor(cache["logits_sum"]), want_cache["logits_sum"],
+                                   **TOL, msg=f"step {i}")
     assert terra.stats(fn)["coexec_iterations"] >= 4
     for i, (got, exp) in enumerate(zip(history, want)):
         torch.testing.assert_close(torch.as_tensor(got), exp, **TOL, msg=f"history {i}")

@@ -802,34 +802,37 @@ int FakeDevice::copiesIn, FakeDevice::copiesOut, FakeDevice::copiesOnDevice,
 std::string FakeDevice::pendingError;
 bool FakeDevice::failCopies;
 
-/// kGraph's host op (squares), noting in `argOnHost` whether every argument
-/// it got was host memory.
-HostOpFn squareNotingWhereArgsLive(bool &argOnHost) {
+/// One run of kGraph in `memory` with `feed`, case 1 and one loop
+/// iteration; its host op (squares) notes in `argOnHost` whether every
+/// argument it got was host memory.
+std::shared_ptr<RunState> runKGraph(const CompiledGraph &g,
+                                    RunState::BufferMemory memory, Tensor feed,
+                                    bool &argOnHost) {
+  GraphRunner runner(g);
+  auto run = std::make_shared<RunState>();
+  run->memory = memory;
   argOnHost = true;
-  return [&argOnHost,
-          square = squareHostOp()](int64_t id, const std::vector<Tensor> &in,
-                                   std::vector<Tensor> &out, std::string &err) {
+  run->hostOps = [&argOnHost, square = squareHostOp()](
+                     int64_t id, const std::vector<Tensor> &in,
+                     std::vector<Tensor> &out, std::string &err) {
     for (const Tensor &t : in)
       argOnHost = argOnHost && !FakeDevice::isDevice(t.data);
     return square(id, in, out, err);
   };
+  run->channels.sendFeed(1, std::move(feed));
+  run->channels.sendCase(2, 1);
+  run->channels.sendLoop(3, true);
+  run->channels.sendLoop(3, false);
+  runner.start(run);
+  return runner.wait();
 }
 
 TEST_F(GraphTest, DeviceMemoryRunCopiesEveryValueInAndOut) {
   auto g = compile(kGraph);
   ASSERT_TRUE(g);
-  GraphRunner runner(*g);
-  auto run = std::make_shared<RunState>();
-  run->memory = FakeDevice::memory();
   bool argOnHost;
-  run->hostOps = squareNotingWhereArgsLive(argOnHost);
-  Tensor feed = vecF32({1, 2, 3, 4});
-  run->channels.sendFeed(1, feed);
-  run->channels.sendCase(2, 1);
-  run->channels.sendLoop(3, true);
-  run->channels.sendLoop(3, false);
-  runner.start(run);
-  auto done = runner.wait();
+  auto done =
+      runKGraph(*g, FakeDevice::memory(), vecF32({1, 2, 3, 4}), argOnHost);
   ASSERT_EQ(done->status, RunState::Status::Ok) << done->error;
   Tensor neg, out;
   ASSERT_TRUE(done->channels.waitFetch(0, 1, neg));
@@ -854,20 +857,10 @@ TEST_F(GraphTest, DeviceMemoryRunCopiesEveryValueInAndOut) {
 TEST_F(GraphTest, InputsOnDeviceAreReadInPlaceAndFetchesStayOnTheDevice) {
   auto g = compile(kGraph);
   ASSERT_TRUE(g);
-  GraphRunner runner(*g);
-  auto run = std::make_shared<RunState>();
-  run->memory = FakeDevice::inputsOnDeviceMemory();
+  RunState::BufferMemory memory = FakeDevice::inputsOnDeviceMemory();
   bool argOnHost;
-  run->hostOps = squareNotingWhereArgsLive(argOnHost);
-  {
-    Tensor feed = FakeDevice::tensor({1, 2, 3, 4});
-    run->channels.sendFeed(1, feed);
-  }
-  run->channels.sendCase(2, 1);
-  run->channels.sendLoop(3, true);
-  run->channels.sendLoop(3, false);
-  runner.start(run);
-  auto done = runner.wait();
+  auto done =
+      runKGraph(*g, memory, FakeDevice::tensor({1, 2, 3, 4}), argOnHost);
   ASSERT_EQ(done->status, RunState::Status::Ok) << done->error;
   {
     Tensor neg, out;
@@ -884,7 +877,6 @@ TEST_F(GraphTest, InputsOnDeviceAreReadInPlaceAndFetchesStayOnTheDevice) {
   }
   done->channels.cancel();
   done.reset();
-  run.reset();
   // The fetches held their blocks; released, every block went back.
   EXPECT_TRUE(FakeDevice::live.empty());
 }

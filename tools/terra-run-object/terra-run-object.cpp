@@ -66,43 +66,6 @@ bool splitId(const std::string &s, int64_t &id, std::string &rest) {
   return true;
 }
 
-void printTensor(const Tensor &t) {
-  std::printf("%s [", dtypeName(t.dtype));
-  for (size_t i = 0; i < t.sizes.size(); ++i)
-    std::printf(i ? ", %lld" : "%lld", static_cast<long long>(t.sizes[i]));
-  std::printf("]");
-  Tensor c = t.isContiguous() ? t : t.contiguousCopy();
-  int64_t n = c.numel(), shown = n < 16 ? n : 16;
-  for (int64_t i = 0; i < shown; ++i) {
-    std::printf(i ? " " : " : ");
-    switch (c.dtype) {
-    case DType::F32:
-      std::printf("%g", static_cast<float *>(c.data)[i]);
-      break;
-    case DType::F64:
-      std::printf("%g", static_cast<double *>(c.data)[i]);
-      break;
-    case DType::I64:
-      std::printf("%lld",
-                  static_cast<long long>(static_cast<int64_t *>(c.data)[i]));
-      break;
-    case DType::I32:
-      std::printf("%d", static_cast<int32_t *>(c.data)[i]);
-      break;
-    case DType::I1:
-    case DType::I8:
-      std::printf("%d", int(static_cast<int8_t *>(c.data)[i]));
-      break;
-    default:
-      std::printf("?");
-      break;
-    }
-  }
-  if (shown < n)
-    std::printf(" ... (%lld elements)", static_cast<long long>(n));
-  std::printf("\n");
-}
-
 #ifdef TERRA_ENABLE_CUDA
 /// Errors of the CUDA entry points during a run (the handler runs inside
 /// them, so it only records; the run's result is checked afterwards).
@@ -298,7 +261,7 @@ int main(int argc, char **argv) {
     for (const Channels::Published &f : run.channels.published()) {
       std::printf("fetch %lld #%llu ", static_cast<long long>(f.point),
                   static_cast<unsigned long long>(f.instance));
-      printTensor(f.value);
+      std::printf("%s\n", formatTensor(f.value, 16).c_str());
       if (!fetchDir.empty() &&
           !writeNpy(fetchDir + "/" + std::to_string(f.point) + "_" +
                         std::to_string(f.instance) + ".npy",

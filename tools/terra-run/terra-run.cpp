@@ -53,27 +53,6 @@ static int fail(const Twine &msg) {
   return 1;
 }
 
-static void printTensor(raw_ostream &os, const Tensor &t) {
-  os << dtypeName(t.dtype) << " [";
-  interleaveComma(t.sizes, os);
-  os << "]";
-  Tensor c = t.isContiguous() ? t : t.contiguousCopy();
-  int64_t n = c.numel();
-  for (int64_t i = 0; i < n; ++i) {
-    os << (i ? " " : " : ");
-    switch (c.dtype) {
-    case DType::F32: os << static_cast<float *>(c.data)[i]; break;
-    case DType::F64: os << static_cast<double *>(c.data)[i]; break;
-    case DType::I64: os << static_cast<int64_t *>(c.data)[i]; break;
-    case DType::I32: os << static_cast<int32_t *>(c.data)[i]; break;
-    case DType::I1:
-    case DType::I8: os << int(static_cast<int8_t *>(c.data)[i]); break;
-    default: os << "?"; break;
-    }
-  }
-  os << "\n";
-}
-
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv, "Run one iteration of a terra.graph\n");
@@ -104,14 +83,8 @@ int main(int argc, char **argv) {
 
   mlir::PassManager pm(&ctx);
   pm.addPass(terra::createTerraConvertToLinalg());
-  if (pipeline == "cpu") {
-    terra::buildCPUGraphPipeline(pm);
-  } else if (pipeline == "gpu-loops") {
-    pm.addPass(terra::createTerraLowerGraph());
-    terra::buildGPULoopsOnCPUPipeline(pm);
-  } else {
+  if (pipeline == "cuda" || !terra::buildGraphPipeline(pm, pipeline))
     return fail("unknown --pipeline '" + pipeline + "' (cpu or gpu-loops)");
-  }
   if (mlir::failed(pm.run(*module)))
     return fail("lowering failed");
 
@@ -194,7 +167,7 @@ int main(int argc, char **argv) {
     // Every published fetch, in point order.
     for (const Channels::Published &f : done->channels.published()) {
       outs() << "fetch " << f.point << " #" << f.instance << " ";
-      printTensor(outs(), f.value);
+      outs() << formatTensor(f.value) << "\n";
       if (!fetchDir.empty() &&
           !writeNpy(fetchDir + "/" + std::to_string(f.point) + "_" +
                         std::to_string(f.instance) + ".npy",

@@ -39,6 +39,10 @@ struct Tensor {
   Tensor contiguousCopy() const;
 };
 
+/// "f32 [2, 4] : 0.76 0.81 ...": dtype, sizes and the first `limit` values
+/// (all when negative), for the tools that print fetched values.
+std::string formatTensor(const Tensor &t, int64_t limit = -1);
+
 /// Row-major strides for `sizes`.
 std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &sizes);
 

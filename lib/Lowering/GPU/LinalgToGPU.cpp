@@ -99,6 +99,30 @@ Value loadOperand(OpBuilder &b, Location loc, linalg::LinalgOp op,
   return memref::LoadOp::create(b, loc, operand.get(), indices);
 }
 
+/// The sizes of `op`'s loops (parallel dimensions first), as values at the
+/// insertion point: the parallel ones, the reduction ones and their product.
+struct LoopSizes {
+  SmallVector<Value> parallel, reduced;
+  Value reducedTotal;
+};
+LoopSizes loopSizes(OpBuilder &b, Location loc, linalg::LinalgOp op) {
+  LoopSizes sizes;
+  unsigned numParallel = op.getNumParallelLoops();
+  SmallVector<Range> ranges = op.createLoopRanges(b, loc);
+  sizes.reducedTotal = arith::ConstantIndexOp::create(b, loc, 1);
+  for (unsigned d = 0; d < ranges.size(); ++d) {
+    Value size = getValueOrCreateConstantIndexOp(b, loc, ranges[d].size);
+    if (d < numParallel) {
+      sizes.parallel.push_back(size);
+      continue;
+    }
+    sizes.reduced.push_back(size);
+    sizes.reducedTotal =
+        b.createOrFold<arith::MulIOp>(loc, sizes.reducedTotal, size);
+  }
+  return sizes;
+}
+
 /// How a reduction is split across threads (see splitReduction).
 struct ReductionSplit {
   int64_t parallel = 1; ///< P: output elements
@@ -268,15 +292,7 @@ struct TerraLinalgToGPUPass
     auto cst = [&](int64_t v) -> Value {
       return arith::ConstantIndexOp::create(rw, loc, v);
     };
-    SmallVector<Value> parallelSizes, reducedSizes;
-    SmallVector<Range> loopRanges = op.createLoopRanges(rw, loc);
-    for (unsigned d = 0; d < ranges.size(); ++d)
-      (d < numParallel ? parallelSizes : reducedSizes)
-          .push_back(
-              getValueOrCreateConstantIndexOp(rw, loc, loopRanges[d].size));
-    Value reduced = cst(1);
-    for (Value size : reducedSizes)
-      reduced = rw.createOrFold<arith::MulIOp>(loc, reduced, size);
+    LoopSizes sizes = loopSizes(rw, loc, op);
     Type elem = plan.neutral.getType();
     SmallVector<int64_t> partialShape(ranges.begin(),
                                       ranges.begin() + numParallel);
@@ -295,16 +311,16 @@ struct TerraLinalgToGPUPass
       return failure();
     Value split = arith::RemUIOp::create(rw, loc, *linear, cSplits);
     Value outIndex = arith::DivUIOp::create(rw, loc, *linear, cSplits);
-    SmallVector<Value> pIvs = delinearize(rw, loc, outIndex, parallelSizes);
+    SmallVector<Value> pIvs = delinearize(rw, loc, outIndex, sizes.parallel);
     Value init = arith::ConstantOp::create(rw, loc, plan.neutral);
-    auto loop =
-        scf::ForOp::create(rw, loc, split, reduced, cSplits, ValueRange{init});
+    auto loop = scf::ForOp::create(rw, loc, split, sizes.reducedTotal, cSplits,
+                                   ValueRange{init});
     {
       OpBuilder::InsertionGuard inner(rw);
       rw.setInsertionPointToStart(loop.getBody());
       SmallVector<Value> ivs(pIvs);
       llvm::append_range(
-          ivs, delinearize(rw, loc, loop.getInductionVar(), reducedSizes));
+          ivs, delinearize(rw, loc, loop.getInductionVar(), sizes.reduced));
       IRMapping map;
       for (OpOperand *in : op.getDpsInputOperands())
         map.map(body->getArgument(in->getOperandNumber()),
@@ -372,14 +388,9 @@ struct TerraLinalgToGPUPass
       // The reduced size is known at run time: split when it is large,
       // else one thread per output.
       rw.setInsertionPoint(op);
-      SmallVector<Range> loopRanges = op.createLoopRanges(rw, loc);
-      Value reduced = arith::ConstantIndexOp::create(rw, loc, 1);
-      for (unsigned d = op.getNumParallelLoops(); d < loopRanges.size(); ++d)
-        reduced = rw.createOrFold<arith::MulIOp>(
-            loc, reduced,
-            getValueOrCreateConstantIndexOp(rw, loc, loopRanges[d].size));
       Value large = arith::CmpIOp::create(
-          rw, loc, arith::CmpIPredicate::uge, reduced,
+          rw, loc, arith::CmpIPredicate::uge,
+          loopSizes(rw, loc, op).reducedTotal,
           arith::ConstantIndexOp::create(rw, loc, splitMinElements));
       auto branch = scf::IfOp::create(rw, loc, large, /*withElseRegion=*/true);
       rw.setInsertionPoint(branch.thenBlock()->getTerminator());
