@@ -315,6 +315,30 @@ def TerraSplitEmptyTensors : Pass<"terra-split-empty-tensors"> {
   let dependentDialects = ["mlir::tensor::TensorDialect"];
 }
 
+def TerraGPUHostScratch : Pass<"terra-gpu-host-scratch", "mlir::ModuleOp"> {
+  let summary = "Give the host code's own scratch buffers host memory";
+  let description = [{
+    A GPU graph's buffers are device memory (`_mlir_memref_to_llvm_alloc`
+    is the run's device allocator), which host code cannot touch. After
+    kernel outlining the only buffers the host code itself reads and
+    writes are scratch arrays: those `-lower-deallocations` creates for
+    its `dealloc_helper` (the base pointers and ownership flags of the
+    buffers a `bufferization.dealloc` frees). A host-function
+    `memref.alloc` of static shape whose every use is a host
+    `memref.load`/`memref.store`, a `memref.cast`, its `memref.dealloc` or
+    a call to a function of this module becomes a `memref.alloca` at the
+    function's entry (a fixed stack slot: graph loops reuse it), and its
+    dealloc goes away. Any other host access to an allocation is left
+    alone, and one with a dynamic size is an error: it would be a host
+    write into device memory.
+  }];
+  let dependentDialects = ["mlir::memref::MemRefDialect"];
+  let statistics = [
+    Statistic<"numScratch", "scratch-buffers",
+              "Host scratch buffers moved to the stack">,
+  ];
+}
+
 def TerraLinalgToGPU : Pass<"terra-linalg-to-gpu", "mlir::func::FuncOp"> {
   let summary = "Turn every bufferized linalg op into a gpu.launch";
   let description = [{

@@ -12,8 +12,10 @@
 //   host:     memref/math/scf/func -> LLVM, gpu.launch_func -> mgpu* calls
 //   binary:   gpu-module-to-binary (PTX by default, cubin/fatbin with ptxas)
 //
-// Host buffers are allocated through `_mlir_memref_to_llvm_alloc` like on
-// the CPU; the GPU runtime backs them with managed memory (docs/gpu.md).
+// Graph buffers are allocated through `_mlir_memref_to_llvm_alloc` like on
+// the CPU; the run backs them with device (or managed) memory (docs/gpu.md),
+// so the host's own scratch arrays move to the stack
+// (terra-gpu-host-scratch).
 //
 //===----------------------------------------------------------------------===//
 #include "../PipelineStages.h"
@@ -56,6 +58,8 @@ void terra::buildGPULoweringPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createGpuKernelOutliningPass());
+  // The dealloc helper's arrays are the host's: stack, not device memory.
+  pm.addPass(createTerraGPUHostScratch());
 
   // The toolkit: the option, else TERRA_CUDA_TOOLKIT (a machine whose
   // toolkit is elsewhere than at configure time, e.g. the portable build on

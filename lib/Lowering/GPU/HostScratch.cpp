@@ -1,0 +1,93 @@
+//===- HostScratch.cpp - The terra-gpu-host-scratch pass ------------------===//
+//
+// Host-only scratch buffers of a GPU graph (the dealloc helper's arrays)
+// move to the stack, since the run's allocator hands out device memory
+// (see the pass description in Passes.td).
+//
+//===----------------------------------------------------------------------===//
+#include "terra/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+namespace terra {
+#define GEN_PASS_DEF_TERRAGPUHOSTSCRATCH
+#include "terra/Passes.h.inc"
+} // namespace terra
+
+using namespace mlir;
+
+namespace {
+
+/// Whether every use of `v` is host code reading or writing it as a plain
+/// array: loads, stores into it, casts of it (followed), its deallocs, and
+/// calls to functions of the module. `deallocs` gets the deallocs.
+bool onlyHostScratchUses(Value v, SmallVectorImpl<Operation *> &deallocs) {
+  for (OpOperand &use : v.getUses()) {
+    Operation *user = use.getOwner();
+    if (isa<memref::LoadOp>(user))
+      continue;
+    if (auto store = dyn_cast<memref::StoreOp>(user)) {
+      if (store.getMemRef() != v)
+        return false; // the buffer itself stored somewhere
+      continue;
+    }
+    if (isa<memref::DeallocOp>(user)) {
+      deallocs.push_back(user);
+      continue;
+    }
+    if (auto cast = dyn_cast<memref::CastOp>(user)) {
+      if (!onlyHostScratchUses(cast.getResult(), deallocs))
+        return false;
+      continue;
+    }
+    if (auto call = dyn_cast<func::CallOp>(user)) {
+      auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+          call, call.getCalleeAttr());
+      // A generated helper with a body (not a runtime entry point).
+      if (callee && !callee.isExternal())
+        continue;
+    }
+    return false;
+  }
+  return true;
+}
+
+struct TerraGPUHostScratchPass
+    : public terra::impl::TerraGPUHostScratchBase<TerraGPUHostScratchPass> {
+  void runOnOperation() override {
+    bool failed = false;
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      SmallVector<memref::AllocOp> allocs;
+      func.walk([&](memref::AllocOp a) { allocs.push_back(a); });
+      Block &entry = func.getBody().front();
+      for (memref::AllocOp alloc : allocs) {
+        SmallVector<Operation *> deallocs;
+        if (!onlyHostScratchUses(alloc.getResult(), deallocs))
+          continue;
+        if (!alloc.getType().hasStaticShape()) {
+          alloc.emitError("a host-only buffer of dynamic size in a GPU "
+                          "graph: the host would write into device memory");
+          failed = true;
+          continue;
+        }
+        OpBuilder b(&entry, entry.begin());
+        auto alloca =
+            memref::AllocaOp::create(b, alloc.getLoc(), alloc.getType(),
+                                     ValueRange{}, alloc.getAlignmentAttr());
+        for (Operation *d : deallocs)
+          d->erase();
+        alloc.replaceAllUsesWith(alloca.getResult());
+        alloc.erase();
+        ++numScratch;
+      }
+    }
+    if (failed)
+      signalPassFailure();
+  }
+};
+
+} // namespace
