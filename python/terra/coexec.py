@@ -40,7 +40,7 @@ from .placeholder import Placeholder, Token, real, view_placeholder
 from .loops import restrict, transitions
 from .replay import _MISS, TapeRecorder, _Replayed
 from .runio import resolve_later, tensor_spec, to_torch
-from .sites import Site, user_line
+from .sites import Site, engine_frame, user_line
 from .tape import End, Entry, Tape, flat_inputs, relax_spec
 from .trace import ConstSource, FeedEvent, OpEvent, StateEvent, ValueRef, moves_loops
 from .tracing import _OP_INFO, ALIAS_OPS, _flat_tensors_deep, _Recorder, _tensors_in, op_info
@@ -441,7 +441,8 @@ class CoExecutor(TapeRecorder, _Recorder):
         if self.b_depth:  # inside an interaction being recorded
             return self._dispatch_recorded(func, args, kwargs)
         info = _OP_INFO.get(func) or op_info(func)
-        if self.paused or not info.aten or threading.get_ident() != self.thread:
+        if self.paused or not info.aten or (threading.get_ident() != self.thread
+                                            and engine_frame(self.thread) is None):
             return func(*args, **kwargs)  # not the program's op: neither recorded nor replayed
         if self.fast:
             out = self._replay_op(func, args, kwargs)

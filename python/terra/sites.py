@@ -15,6 +15,7 @@ derived from the forward op that created their autograd node.
 from __future__ import annotations
 
 import os
+import sys
 import types
 import weakref
 from dataclasses import dataclass
@@ -149,6 +150,24 @@ def _frame_info(f: types.FrameType) -> Optional[Frame]:
 
 
 _ENGINE_ENTRIES = {"backward", "grad", "_engine_run_backward"}
+
+
+def engine_frame(thread_id: int) -> Optional[types.FrameType]:
+    """The innermost frame of thread `thread_id` if it is waiting in the
+    autograd engine (`torch.autograd.backward`/`grad`), else None.
+
+    The engine runs the backward of CUDA tensors on its device threads
+    (the CPU's on the calling thread), and those threads inherit the
+    caller's dispatch modes: an op that reaches a mode from another thread
+    while the step's thread waits in the engine is the step's backward. Its
+    site is captured from this frame, exactly as the same op run by the
+    engine on the calling thread would be."""
+    f = sys._current_frames().get(thread_id)
+    if f is None or f.f_code.co_name not in _ENGINE_ENTRIES:
+        return None
+    if "torch" + os.sep + "autograd" + os.sep not in f.f_code.co_filename.replace("/", os.sep):
+        return None
+    return f
 
 
 def is_engine_site(site: Site, reached: bool) -> bool:

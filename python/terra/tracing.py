@@ -43,7 +43,7 @@ except ImportError:  # torch 2.x keeps the modes on a C++ stack: no handler to r
 
 from . import mlir_text, relax, sizes
 from .loops import LoopCounter
-from .sites import BackwardSites, Frame, Site, capture, is_engine_site
+from .sites import BackwardSites, Frame, Site, capture, engine_frame, is_engine_site
 from .placeholder import Placeholder
 from .state import StateRegistry
 from .trace import (ArgSource, ConstSource, FeedEvent, FetchEvent, Materialization, OpEvent,
@@ -522,15 +522,21 @@ class _Recorder(TorchDispatchMode):
 
     def _dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
         info = _OP_INFO.get(func) or op_info(func)
-        if self.paused or not info.aten or threading.get_ident() != self.thread:
+        if self.paused or not info.aten:
             return func(*args, **kwargs)
+        if threading.get_ident() == self.thread:
+            start = sys._getframe(1)
+        else:  # the autograd engine's device thread running the step's backward?
+            start = engine_frame(self.thread)
+            if start is None:
+                return func(*args, **kwargs)  # not the program's op
         name = info.name
         forced = self._forced
         try:
             self.backward.resolve()
             if forced is None:
                 raw: list = []
-                site, reached = capture(sys._getframe(1), self.stop, raw)
+                site, reached = capture(start, self.stop, raw)
                 self.loop_context = self.loop_counter.context(raw)
             else:  # a co-executor catching up on its tape (replay.py)
                 site, reached, self.loop_context = forced.site, forced.reached, forced.loops
