@@ -20,6 +20,7 @@
 #include "mlir/InitAllExtensions.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -37,6 +38,10 @@ struct Session::Impl {
   Impl() {
     registerAllDialects(registry);
     registerAllExtensions(registry);
+    // gpu-module-to-binary translates the kernels to LLVM IR in this
+    // context: a GPU compile must not depend on a CPU graph's JIT having
+    // registered the translations first.
+    registerAllGPUToLLVMIRTranslations(registry);
     registry.insert<TerraDialect>();
     ctx = std::make_unique<MLIRContext>(registry);
     ctx->loadAllAvailableDialects();

@@ -4,6 +4,7 @@ scripts/gpu-check.sh part 0) co-execution on device="cuda" against eager
 CUDA PyTorch."""
 from __future__ import annotations
 
+import importlib
 import re
 
 import pytest
@@ -11,9 +12,11 @@ import torch
 import torch.nn.functional as F
 
 import terra
+from terra import native
 from coexec_helpers import batches, compare, images, sgd_program
 
 CUDA = torch.cuda.is_available()
+terra_function = importlib.import_module("terra.function")  # the module, not the decorator
 
 
 def test_unknown_device_is_refused() -> None:
@@ -49,6 +52,33 @@ def test_session_compiles_the_merged_graph_for_the_gpu() -> None:
     assert re.search(r"call @_?\w*terra_cuda_\w+", lowered), "the GEMMs are not cuBLAS calls"
     with pytest.raises(RuntimeError, match="unknown device 'tpu'"):
         fn.session.compile("", 64, False, "tpu")
+
+
+def test_a_session_whose_first_graph_is_for_the_gpu_compiles_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernels' translation to LLVM IR is registered with the session's
+    context from the start: on a GPU machine the first graph a session
+    compiles is a CUDA one (found on the H100: it failed with "missing
+    LLVMTranslationDialectInterface registration for gpu.module", which a
+    CPU graph compiled first in the same session had hidden)."""
+    texts = []
+    real_text = terra_function.module_text
+    monkeypatch.setattr(terra_function, "module_text", lambda *a: texts.append(real_text(*a)) or texts[-1])
+    torch.manual_seed(0)
+    step, model, opt = sgd_program()()
+    fn = terra.function(step, cache_dir=None)
+    for x, y in batches(3):
+        fn(x, y)
+    assert texts
+    session = native.load().Session()
+    for text in texts:
+        assert not session.add_trace(text)["error"]
+    try:
+        graph, stages = session.compile("", 64, True, "cuda")
+    except RuntimeError as exc:
+        if "no CUDA runtime" in str(exc):
+            pytest.skip(str(exc))
+        raise
+    assert "gpu.binary" in stages["lowered"]
 
 
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device (scripts/gpu-check.sh runs it there)")
