@@ -85,19 +85,28 @@ class Site:
         return Site((frame,) + self.frames)
 
 
-# The dispatch-mode machinery's own frame (torch 1.13 wraps every mode's
-# handler in one) says nothing about the program.
-_DISPATCH_FILE = os.path.join("torch", "utils", "_python_dispatch.py")
+# torch's own frames between an op and the mode that sees it, skipped like
+# this package's: the dispatch-mode machinery (torch 1.13 wraps every
+# mode's handler in one) and the `torch._disable_dynamo` wrapper torch 2.x
+# puts around every mode's `__torch_dispatch__`. A subclass calling its
+# base's handler passes through that wrapper twice, so keeping these frames
+# gave the co-executor's ops other sites than the tracer's, and made the
+# innermost frame of an engine op the wrapper, not `torch.autograd`'s entry.
+_TORCH_PLUMBING = tuple(os.path.join("torch", *parts) for parts in (
+    ("utils", "_python_dispatch.py"), ("_compile.py",), ("_dynamo", "eval_frame.py")))
 
 
-_OWN: dict[types.CodeType, bool] = {}
+# By file name: equal code objects (== ignores the file) may live in
+# different files.
+_OWN: dict[str, bool] = {}
 
 
 def _own_frame(code: types.CodeType) -> bool:
-    own = _OWN.get(code)
+    file = code.co_filename
+    own = _OWN.get(file)
     if own is None:
-        path = os.path.abspath(code.co_filename)
-        own = _OWN[code] = os.path.dirname(path) == _PACKAGE_DIR or path.endswith(_DISPATCH_FILE)
+        path = os.path.abspath(file)
+        own = _OWN[file] = os.path.dirname(path) == _PACKAGE_DIR or path.endswith(_TORCH_PLUMBING)
     return own
 
 

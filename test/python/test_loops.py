@@ -77,3 +77,4 @@ def test_loop_ranges_of_nested_loops():
     assert len(ranges) >= 2
     (outer_start, outer_end), (inner_start, inner_end) = ranges[0], ranges[1]
     assert outer_start <= inner_start <= inner_end <= outer_end
+
