@@ -50,9 +50,13 @@ if [ -f $B/frontend.tar.xz ]; then
   T=${GPU_CHECK_FRONTEND_S:-150}
   # CPU-bound: it runs beside parts 1-3b (GPU kernels timed by ncu, which
   # the host's load does not change) and is waited for before part 3c.
+  # One line per failure (--tb=line), and a summary even when many fail
+  # (--maxfail); beside it, the first failure of test_function.py in full.
   (cd test/python && TERRA_BUILD_DIR=$FRONTEND TERRA_GRAPH_THREADS=2 timeout $T python3 -m pytest \
-    $FRONTEND_TESTS -q -rf -p no:cacheprovider -n 10 --timeout 100 > "$L/frontend-tests.log" 2>&1;
-   echo "rc=$?" >> "$L/frontend-tests.log") &
+    $FRONTEND_TESTS -q -rf --tb=line --maxfail 60 -p no:cacheprovider -n 9 --timeout 60 \
+    > "$L/frontend-tests.log" 2>&1; echo "rc=$?" >> "$L/frontend-tests.log") &
+  (cd test/python && TERRA_BUILD_DIR=$FRONTEND TERRA_GRAPH_THREADS=1 timeout $T python3 -m pytest \
+    test_function.py -x -q -p no:cacheprovider -p no:xdist --tb=long > "$L/frontend-first-failure.log" 2>&1) &
   FRONTEND_PID=$!
   echo "started in the background"
 else
@@ -118,7 +122,7 @@ PY
 fi
 
 if [ -n "${FRONTEND_PID:-}" ]; then
-  wait $FRONTEND_PID
+  wait
   echo "== 0. front-end tests (background) done ($(left) s left)"
   grep -E "^rc=|passed|failed|error" "$L/frontend-tests.log" | tail -25
 fi
