@@ -135,7 +135,12 @@ def TerraLibraryCalls : Pass<"terra-library-calls", "mlir::ModuleOp"> {
     operand whose type does not prove a contiguous row-major layout (a feed
     arrives as a fully dynamic strided view) is first copied into a fresh
     buffer with `linalg.copy`, which becomes a generated kernel; an output
-    without an identity layout keeps the op as generated code.
+    without an identity layout keeps the op as generated code. A
+    transpose of a row-major buffer made only for the GEMM (the backward
+    of a linear layer, `q @ k.transpose(-2, -1)`: `linalg.transpose` into a
+    fresh buffer, of the two innermost dims) becomes a `memref.transpose`
+    view instead, which the runtime passes to cuBLAS as a column-major
+    operand (CUBLAS_OP_T): no transpose kernel, no buffer.
   }];
   let options = [
     Option<"backend", "backend", "std::string", "\"cpu\"",

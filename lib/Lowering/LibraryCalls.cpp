@@ -9,13 +9,14 @@
 // Operands are passed as fully dynamic strided memrefs (`memref.cast`), so
 // one entry point per element type serves every shape and layout; the
 // runtime reads sizes and strides from the descriptors and hands transposed
-// operands to BLAS without a copy. A trailing i64 flag says whether the output is
-// overwritten (a zero `linalg.fill` right before the op was folded away) or
+// operands to BLAS without a copy. A trailing i64 flag says whether the output
+// is overwritten (a zero `linalg.fill` right before the op was folded away) or
 // accumulated into, matching the linalg op's semantics.
 //
 // With `backend=cuda` the GPU pipeline gets the same rewrite for the matrix
-// products, calling the cuBLAS entry points of lib/Runtime/Cuda; operands
-// not provably contiguous are copied first (see the pass description).
+// products, calling the cuBLAS entry points of lib/Runtime/Cuda; a transpose
+// made only for the GEMM becomes a transposed view, and other operands not
+// provably contiguous are copied first (see the pass description).
 //
 //===----------------------------------------------------------------------===//
 #include "terra/Passes.h"
@@ -169,6 +170,67 @@ Value contiguousCopy(RewriterBase &rw, Location loc, Value v) {
   return copy;
 }
 
+/// For a GEMM operand `v` that a transpose kernel fills only for this GEMM
+/// (`linalg.transpose ins(%src) outs(%v)` swapping the two innermost dims
+/// of a row-major %src, %v a fresh buffer nothing else uses, and nothing
+/// between the transpose and the GEMM that could write %src): a
+/// `memref.transpose` view of %src instead, which cuBLAS reads in place as
+/// a column-major matrix (CUBLAS_OP_T). The transpose and its buffer are
+/// added to `dead`. Null if the pattern does not hold.
+Value transposedView(RewriterBase &rw, Location loc, Value v, Operation *gemm,
+                     SmallVectorImpl<Operation *> &dead) {
+  auto alloc = v.getDefiningOp<memref::AllocOp>();
+  if (!alloc || !hasIdentityLayout(v) ||
+      llvm::count(gemm->getOperands(), v) != 1)
+    return {};
+  linalg::TransposeOp transpose;
+  for (Operation *user : alloc->getUsers()) {
+    if (user == gemm)
+      continue;
+    auto t = dyn_cast<linalg::TransposeOp>(user);
+    if (!t || transpose || t.getInit() != v)
+      return {};
+    transpose = t;
+  }
+  if (!transpose || transpose->getBlock() != gemm->getBlock() ||
+      !transpose->isBeforeInBlock(gemm))
+    return {};
+  ArrayRef<int64_t> perm = transpose.getPermutation();
+  int64_t rank = perm.size();
+  if (rank < 2 || perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2)
+    return {};
+  for (int64_t d = 0; d + 2 < rank; ++d)
+    if (perm[d] != d)
+      return {};
+  Value src = transpose.getInput();
+  if (!hasIdentityLayout(src))
+    return {};
+  // Between the transpose and the GEMM: only pure ops, the graph's shape
+  // checks (they read a flag) and fresh buffers (allocated and filled),
+  // none of which can write %src.
+  for (Operation *op = transpose->getNextNode(); op != gemm;
+       op = op->getNextNode()) {
+    if (isMemoryEffectFree(op) && op->getNumRegions() == 0)
+      continue;
+    if (isa<memref::AllocOp>(op))
+      continue;
+    if (auto call = dyn_cast<func::CallOp>(op))
+      if (call.getCallee() == "terra_rt_check")
+        continue;
+    if (auto fill = dyn_cast<linalg::FillOp>(op))
+      if (fill.getOutputs()[0].getDefiningOp<memref::AllocOp>())
+        continue;
+    return {};
+  }
+  SmallVector<unsigned> dims(perm.begin(), perm.end());
+  auto map = AffineMap::getPermutationMap(dims, rw.getContext());
+  Value view =
+      memref::TransposeOp::create(rw, loc, src, AffineMapAttr::get(map));
+  dead.push_back(transpose);
+  dead.push_back(alloc);
+  return view;
+}
+
 struct TerraLibraryCallsPass
     : public terra::impl::TerraLibraryCallsBase<TerraLibraryCallsPass> {
   using TerraLibraryCallsBase::TerraLibraryCallsBase;
@@ -231,8 +293,18 @@ struct TerraLibraryCallsPass
           !libraryOperands(op->getOperands(), suffix))
         continue;
       StringRef kind = isa<linalg::MatmulOp>(op) ? "matmul" : "batch_matmul";
+      SmallVector<Operation *> dead;
+      Operation *gemm = op;
+      auto prepare = [&](RewriterBase &rw, Location loc, Value v) {
+        if (Value view = transposedView(rw, loc, v, gemm, dead))
+          return view;
+        return contiguousCopy(rw, loc, v);
+      };
       builder.replace(rw, op, ("terra_cuda_" + kind + "_" + suffix).str(),
-                      op->getOperands(), out, contiguousCopy);
+                      op->getOperands(), out, prepare);
+      // The transposes read by the call as views, then their buffers.
+      for (Operation *d : dead)
+        rw.eraseOp(d);
       ++numGemm;
     }
   }

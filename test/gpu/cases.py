@@ -159,6 +159,34 @@ module {
 }
 """
 
+# Transposes of intermediates feeding GEMMs (a linear layer's backward,
+# attention scores q @ k^T): cuBLAS reads them as transposed views
+# (-terra-library-calls{backend=cuda}, CUBLAS_OP_T), no transpose kernel.
+TRANSPOSED_GEMMS = """
+module {
+  terra.graph @step {
+    %x = terra.feed 1 : tensor<?x48xf32>
+    %w = terra.feed 2 : tensor<48x24xf32>
+    %dy = terra.feed 3 : tensor<?x24xf32>
+    %h0 = terra.op "aten.mm"(%x, %w) : (tensor<?x48xf32>, tensor<48x24xf32>) -> tensor<?x24xf32>
+    %h = terra.op "aten.relu"(%h0) : (tensor<?x24xf32>) -> tensor<?x24xf32>
+    %ht = terra.op "aten.t"(%h) : (tensor<?x24xf32>) -> tensor<24x?xf32>
+    %gw = terra.op "aten.mm"(%ht, %dy) : (tensor<24x?xf32>, tensor<?x24xf32>) -> tensor<24x24xf32>
+    %wt = terra.op "aten.t"(%w) : (tensor<48x24xf32>) -> tensor<24x48xf32>
+    %gx = terra.op "aten.mm"(%h, %wt) : (tensor<?x24xf32>, tensor<24x48xf32>) -> tensor<?x48xf32>
+    terra.fetch 0 %gw : tensor<24x24xf32>
+    terra.fetch 1 %gx : tensor<?x48xf32>
+    %q = terra.feed 4 : tensor<4x?x16xf32>
+    %k = terra.feed 5 : tensor<4x?x16xf32>
+    %qs = terra.op "aten.relu"(%q) : (tensor<4x?x16xf32>) -> tensor<4x?x16xf32>
+    %ks = terra.op "aten.relu"(%k) : (tensor<4x?x16xf32>) -> tensor<4x?x16xf32>
+    %kt = terra.op "aten.transpose.int"(%ks) args {dim0 = -2 : i64, dim1 = -1 : i64} : (tensor<4x?x16xf32>) -> tensor<4x16x?xf32>
+    %sc = terra.op "aten.bmm"(%qs, %kt) : (tensor<4x?x16xf32>, tensor<4x16x?xf32>) -> tensor<4x?x?xf32>
+    terra.fetch 2 %sc : tensor<4x?x?xf32>
+  }
+}
+"""
+
 
 def library(mlir):
     """The bundle's library for a graph: cases sharing a graph share it,
@@ -213,6 +241,11 @@ def _gemm(f):
     return {0: f[1] @ f[2]}
 
 
+def _transposed_gemms(f):
+    h = (f[1] @ f[2]).relu()
+    return {0: h.t() @ f[3], 1: h @ f[2].t(), 2: f[4].relu() @ f[5].relu().transpose(-2, -1)}
+
+
 CASES = [
     # name, mlir, feeds {id: (shape, dtype)}, decisions, reference, rtol, atol
     ("pointwise", POINTWISE, {1: ((1000, 513), "float32"), 2: ((513,), "float32")},
@@ -239,4 +272,8 @@ CASES = [
      [], _split_reductions, 1e-4, 1e-3),
     ("gemm", GEMM, {1: ((2048, 2048), "float32"), 2: ((2048, 2048), "float32")}, [], _gemm,
      1e-3, 1e-3),
+    ("transposed_gemms", TRANSPOSED_GEMMS,
+     {1: ((70, 48), "float32"), 2: ((48, 24), "float32"), 3: ((70, 24), "float32"),
+      4: ((4, 33, 16), "float32"), 5: ((4, 29, 16), "float32")},
+     [], _transposed_gemms, 1e-4, 1e-4),
 ]

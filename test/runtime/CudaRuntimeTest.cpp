@@ -35,6 +35,16 @@ StridedMemRefType<float, 2> matrix(float *data, int64_t rows, int64_t cols) {
   return m;
 }
 
+/// The row-major-indexed view of a column-major `rows x cols` buffer (what
+/// `x.t()` of a contiguous `cols x rows` x is).
+StridedMemRefType<float, 2> columnMajor(float *data, int64_t rows,
+                                        int64_t cols) {
+  StridedMemRefType<float, 2> m = matrix(data, rows, cols);
+  m.strides[0] = 1;
+  m.strides[1] = rows;
+  return m;
+}
+
 bool contains(const std::string &s, const std::string &part) {
   return s.find(part) != std::string::npos;
 }
@@ -149,6 +159,25 @@ TEST(CudaLayout, RejectsOperandsCuBLASCannotAddress) {
   mb = matrix(b.data(), 8, 8);
   _mlir_ciface_terra_cuda_matmul_f32(&ma, &mb, &mc, 1);
   EXPECT_TRUE(contains(terra::cuda::takeLastError(), "not a row-major"));
+
+  // A column-major operand (a transposed view) is addressable: without a
+  // device what fails is the missing driver, not the layout (with one, the
+  // host memory here must not reach cuBLAS: Device.* test this case). A
+  // column-major output is not addressable.
+  ma = columnMajor(a.data(), 8, 8);
+  mb = matrix(b.data(), 8, 8);
+  mc = matrix(c.data(), 8, 8);
+  std::string why;
+  if (!terra::cuda::available(&why)) {
+    _mlir_ciface_terra_cuda_matmul_f32(&ma, &mb, &mc, 1);
+    std::string e = terra::cuda::takeLastError();
+    EXPECT_FALSE(e.empty());
+    EXPECT_FALSE(contains(e, "not a row-major")) << e;
+  }
+  mc = columnMajor(c.data(), 8, 8);
+  _mlir_ciface_terra_cuda_matmul_f32(&mb, &mb, &mc, 1);
+  EXPECT_TRUE(
+      contains(terra::cuda::takeLastError(), "output is not row-major"));
 
   StridedMemRefType<double, 3> x{};
   StridedMemRefType<double, 3> y{};
@@ -316,6 +345,50 @@ TEST_F(Device, CublasMatmulMatchesReference) {
       float ref = 1.f;
       for (int64_t l = 0; l < k; ++l)
         ref += a[i * k + l] * b[l * n + j];
+      ASSERT_NEAR(c[i * n + j], ref, 1e-3f * (1.f + std::fabs(ref)))
+          << i << "," << j;
+    }
+  terra::cuda::freeManaged(a);
+  terra::cuda::freeManaged(b);
+  terra::cuda::freeManaged(c);
+}
+
+TEST_F(Device, CublasMatmulOfTransposedViewsMatchesReference) {
+  // C = A^T-stored * B^T-stored: both operands column-major (CUBLAS_OP_T),
+  // no copy; and one mixed case.
+  const int64_t m = 19, k = 33, n = 11;
+  auto alloc = [](int64_t count) {
+    return static_cast<float *>(
+        terra::cuda::allocManaged(count * sizeof(float)));
+  };
+  float *a = alloc(m * k), *b = alloc(k * n), *c = alloc(m * n);
+  ASSERT_TRUE(a && b && c);
+  // a holds A column-major (A[i][l] at a[l * m + i]), b holds B likewise.
+  for (int64_t i = 0; i < m * k; ++i)
+    a[i] = float((i * 7) % 11) - 5.f;
+  for (int64_t i = 0; i < k * n; ++i)
+    b[i] = float((i * 5) % 13) - 6.f;
+  auto ma = columnMajor(a, m, k), mb = columnMajor(b, k, n),
+       mc = matrix(c, m, n);
+  _mlir_ciface_terra_cuda_matmul_f32(&ma, &mb, &mc, /*overwrite=*/1);
+  ASSERT_EQ(terra::cuda::takeLastError(), "");
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float ref = 0.f;
+      for (int64_t l = 0; l < k; ++l)
+        ref += a[l * m + i] * b[j * k + l];
+      ASSERT_NEAR(c[i * n + j], ref, 1e-3f * (1.f + std::fabs(ref)))
+          << i << "," << j;
+    }
+  // A row-major (m x k at a), B column-major.
+  auto ra = matrix(a, m, k);
+  _mlir_ciface_terra_cuda_matmul_f32(&ra, &mb, &mc, /*overwrite=*/1);
+  ASSERT_EQ(terra::cuda::takeLastError(), "");
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float ref = 0.f;
+      for (int64_t l = 0; l < k; ++l)
+        ref += a[i * k + l] * b[j * k + l];
       ASSERT_NEAR(c[i * n + j], ref, 1e-3f * (1.f + std::fabs(ref)))
           << i << "," << j;
     }
