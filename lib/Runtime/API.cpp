@@ -145,8 +145,12 @@ bool stageInput(RunState *run, const Tensor &t, UnrankedMemRef *out) {
 }
 
 /// False, with the run failed, if the device reported an error since the
-/// last check (RunState::memory.deviceError).
+/// last check (RunState::memory.deviceError). Waits for the run's stream
+/// first: the host is about to read a result, and a kernel's failure shows
+/// when it is waited for.
 bool deviceOk(RunState *run) {
+  if (run->memory.syncStream)
+    run->memory.syncStream();
   if (!run->memory.deviceError)
     return true;
   std::string error = run->memory.deviceError();

@@ -29,7 +29,16 @@ void invokeRun(void (*entry)(void **), void **args,
   if (run.memory.deviceError)
     run.memory.deviceError(); // an earlier run's error is not this one's
   auto start = std::chrono::steady_clock::now();
-  bool unwound = invokeWithUnwind(entry, args, &buf);
+  bool unwound = false;
+  if (run.memory.beginStream && !run.memory.beginStream()) {
+    run.status = RunState::Status::Error;
+    run.error = "cannot create the run's device stream";
+  } else {
+    unwound = invokeWithUnwind(entry, args, &buf);
+    // Queued kernels may still use the buffers released below.
+    if (run.memory.endStream)
+      run.memory.endStream();
+  }
   if (run.memory.deviceError && run.status == RunState::Status::Pending) {
     std::string error = run.memory.deviceError();
     if (!error.empty()) {

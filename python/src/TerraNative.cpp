@@ -224,6 +224,9 @@ RunState::BufferMemory cudaMemory() {
   m.inputsOnDevice = true;
   m.onDevice = terra::cuda::copyOnDevice;
   m.deviceError = terra::cuda::takeLastError;
+  m.beginStream = terra::cuda::beginRunStream;
+  m.syncStream = terra::cuda::syncRunStream;
+  m.endStream = terra::cuda::endRunStream;
   return m;
 #else
   throw std::runtime_error("this build of terra has no CUDA runtime (the "

@@ -132,6 +132,15 @@ TEST_F(NoDriver, ErrorHandlerSeesEveryError) {
   EXPECT_TRUE(contains(handled[1], "mgpuMemAlloc"));
 }
 
+TEST_F(NoDriver, RunStreamFailsCleanly) {
+  EXPECT_FALSE(terra::cuda::beginRunStream());
+  EXPECT_TRUE(contains(terra::cuda::takeLastError(), "beginRunStream: "));
+  // No stream bound: waiting for it is a no-op, and so is ending it.
+  EXPECT_TRUE(terra::cuda::syncRunStream());
+  terra::cuda::endRunStream();
+  EXPECT_EQ(terra::cuda::takeLastError(), "");
+}
+
 TEST_F(NoDriver, CublasCallFailsCleanly) {
   std::vector<float> a(4 * 8, 1.f), b(8 * 3, 1.f), c(4 * 3, 0.f);
   auto ma = matrix(a.data(), 4, 8), mb = matrix(b.data(), 8, 3),
@@ -289,6 +298,44 @@ TEST_F(Device, LaunchesAKernelOnManagedMemory) {
   for (uint32_t i = 0; i < n; ++i)
     ASSERT_EQ(x[i], float(i) + 1.f) << i;
   terra::cuda::freeManaged(x);
+  mgpuModuleUnload(module);
+}
+
+TEST_F(Device, LaunchesOfARunQueueOnOneStreamInOrder) {
+  // What the GPU lowering emits around each launch (create, launch, sync,
+  // destroy), inside a run: every launch lands on the run's stream and
+  // none waits; 50 dependent launches then one wait, and a copy out through
+  // the legacy default stream sees them all.
+  void *module = mgpuModuleLoadJIT(const_cast<char *>(kAddOnePTX), 3);
+  ASSERT_NE(module, nullptr) << terra::cuda::takeLastError();
+  void *fn = mgpuModuleGetFunction(module, "add_one");
+  ASSERT_NE(fn, nullptr);
+  uint32_t n = 4096;
+  std::vector<float> in(n, 0.f), out(n, -1.f);
+  auto *x = static_cast<float *>(terra::cuda::allocDevice(n * sizeof(float)));
+  ASSERT_NE(x, nullptr);
+  ASSERT_TRUE(terra::cuda::copyToDevice(x, in.data(), n * sizeof(float)));
+  ASSERT_TRUE(terra::cuda::beginRunStream());
+  void *first = mgpuStreamCreate();
+  for (int r = 0; r < 50; ++r) {
+    void *stream = mgpuStreamCreate();
+    EXPECT_EQ(stream, first);
+    void *params[] = {&x, &n};
+    mgpuLaunchKernel(fn, (n + 255) / 256, 1, 1, 256, 1, 1, 0, stream, params,
+                     nullptr, 2);
+    mgpuStreamSynchronize(stream);
+    mgpuStreamDestroy(stream);
+  }
+  ASSERT_TRUE(terra::cuda::copyToHost(out.data(), x, n * sizeof(float)));
+  terra::cuda::endRunStream();
+  EXPECT_EQ(terra::cuda::takeLastError(), "");
+  for (uint32_t i = 0; i < n; ++i)
+    ASSERT_EQ(out[i], 50.f) << i;
+  // After the run, launches get streams of their own again.
+  void *stream = mgpuStreamCreate();
+  EXPECT_NE(stream, first);
+  mgpuStreamDestroy(stream);
+  terra::cuda::freeDevice(x);
   mgpuModuleUnload(module);
 }
 

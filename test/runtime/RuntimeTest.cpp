@@ -932,6 +932,75 @@ TEST_F(GraphTest, DeviceErrorInsideTheGraphFailsTheRunBeforeTheNextFetch) {
   EXPECT_FALSE(done->channels.waitFetch(0, 1, neg));
 }
 
+/// The run's stream as the runtime drives it (RunState::BufferMemory's
+/// stream hooks), recorded: which hook ran, in order, on which thread.
+struct FakeStream {
+  static std::vector<std::string> calls;
+  static std::thread::id thread;
+  static bool failBegin;
+  static void note(const char *what) {
+    std::lock_guard<std::mutex> lock(FakeDevice::mu);
+    calls.push_back(what);
+    thread = std::this_thread::get_id();
+  }
+  static bool begin() {
+    note("begin");
+    return !failBegin;
+  }
+  static bool sync() {
+    note("sync");
+    return true;
+  }
+  static void end() { note("end"); }
+  static RunState::BufferMemory memory() {
+    calls.clear();
+    failBegin = false;
+    RunState::BufferMemory m = FakeDevice::memory();
+    m.beginStream = begin;
+    m.syncStream = sync;
+    m.endStream = end;
+    return m;
+  }
+};
+std::vector<std::string> FakeStream::calls;
+std::thread::id FakeStream::thread;
+bool FakeStream::failBegin;
+
+// One stream per run: bound on the runner thread before the graph, waited
+// for before each value reaches the host (two fetches, one host-op
+// argument), and waited for and unbound once after the graph, before its
+// buffers are released.
+TEST_F(GraphTest, ARunQueuesOnOneStreamAndWaitsBeforeTheHostReads) {
+  auto g = compile(kGraph);
+  ASSERT_TRUE(g);
+  bool argOnHost;
+  auto done =
+      runKGraph(*g, FakeStream::memory(), vecF32({1, 2, 3, 4}), argOnHost);
+  ASSERT_EQ(done->status, RunState::Status::Ok) << done->error;
+  EXPECT_EQ(FakeStream::calls,
+            (std::vector<std::string>{"begin", "sync", "sync", "sync", "end"}));
+  EXPECT_NE(FakeStream::thread, std::this_thread::get_id());
+  Tensor out;
+  ASSERT_TRUE(done->channels.waitFetch(1, 1, out));
+  EXPECT_FLOAT_EQ(at(out, 1), 16);
+  EXPECT_TRUE(FakeDevice::live.empty());
+}
+
+TEST_F(GraphTest, ARunWhoseStreamCannotBeCreatedFailsWithoutRunning) {
+  auto g = compile(kGraph);
+  ASSERT_TRUE(g);
+  RunState::BufferMemory memory = FakeStream::memory();
+  FakeStream::failBegin = true;
+  bool argOnHost;
+  auto done = runKGraph(*g, memory, vecF32({1, 2, 3, 4}), argOnHost);
+  ASSERT_EQ(done->status, RunState::Status::Error);
+  EXPECT_EQ(done->error, "cannot create the run's device stream");
+  EXPECT_EQ(FakeStream::calls, std::vector<std::string>{"begin"});
+  EXPECT_EQ(FakeDevice::copiesIn, 0); // the graph never ran
+  Tensor neg;
+  EXPECT_FALSE(done->channels.waitFetch(0, 1, neg));
+}
+
 TEST_F(GraphTest, FailedCopyFromTheDeviceFailsTheRun) {
   auto g = compile(kFetchGraph);
   ASSERT_TRUE(g);

@@ -174,6 +174,12 @@ int main(int argc, char **argv) {
       memory.free = terra::cuda::freeDevice;
       memory.toDevice = terra::cuda::copyToDevice;
       memory.toHost = terra::cuda::copyToHost;
+      // One stream per run: launches queue back to back (managed memory
+      // keeps a synchronized stream per launch: its fetches are read in
+      // place by the host, without a copy that would wait).
+      memory.beginStream = terra::cuda::beginRunStream;
+      memory.syncStream = terra::cuda::syncRunStream;
+      memory.endStream = terra::cuda::endRunStream;
     }
 #else
     return fail("--device cuda: this build has no CUDA runtime "

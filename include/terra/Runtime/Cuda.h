@@ -58,6 +58,21 @@ bool synchronize();
 /// Returns the cached device blocks to the driver.
 void releaseDeviceCache();
 
+/// One stream for a whole graph run (RunState::BufferMemory's stream hooks):
+/// `beginRunStream` makes a stream of this thread (created once, blocking,
+/// so the legacy default stream's copies and PyTorch's default stream order
+/// with it) the thread's run stream. While it is set, the `mgpuStreamCreate`
+/// / `mgpuStreamSynchronize` / `mgpuStreamDestroy` calls the GPU lowering
+/// wraps around each launch use it without waiting, and cuBLAS calls queue
+/// on it: kernels and GEMMs of the run run back to back. `syncRunStream`
+/// waits for what is queued (before the host reads a result); `endRunStream`
+/// waits and unbinds. TERRA_CUDA_SYNC_LAUNCHES=1 keeps a stream per launch,
+/// synchronized (debugging). False / no-op, with an error reported, without
+/// a device.
+bool beginRunStream();
+bool syncRunStream();
+void endRunStream();
+
 /// Name and address of every entry point a graph lowered by
 /// terra-gpu-pipeline may call (mgpu*, _mlir_ciface_terra_cuda_*), for a JIT
 /// symbol map.

@@ -87,6 +87,16 @@ public:
     /// code fails the run before it publishes anything computed after it
     /// (checked at each fetch and host-op argument and at the end).
     std::string (*deviceError)() = nullptr;
+    /// One stream for the whole run (terra::cuda::beginRunStream):
+    /// `beginStream` binds it to the runner thread before the graph starts,
+    /// so its kernels and library calls queue without waiting;
+    /// `syncStream` waits for what is queued before a fetch or a host-op
+    /// argument reaches the host (a fetch waits only for work issued before
+    /// it); `endStream` waits and unbinds after the graph, before its buffers
+    /// are released. Null: every launch waits for itself.
+    bool (*beginStream)() = nullptr;
+    bool (*syncStream)() = nullptr;
+    void (*endStream)() = nullptr;
   };
   BufferMemory memory;
 

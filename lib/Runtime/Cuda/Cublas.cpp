@@ -206,10 +206,13 @@ void matmul(const char *entry, T *a, MatrixView va, int64_t sa, T *b,
   cublasHandle_t h = handleFor(*c, entry);
   if (!h)
     return;
-  // The legacy default stream orders this after every earlier launch (each
-  // launch has synchronized already) and the sync below makes the result
+  // On the run's stream, after the kernels queued before it, without
+  // waiting (the host waits when it reads a result: syncRunStream). Without
+  // one, the legacy default stream orders this after every earlier launch
+  // (each has synchronized already) and the sync below makes the result
   // visible to the host side of the graph.
-  c->cublasSetStream(h, nullptr);
+  CUstream stream = runStream();
+  c->cublasSetStream(h, stream);
   T alpha = 1, beta = overwrite ? T(0) : T(1);
   // Row-major C = A * B is column-major C^T = B^T * A^T: B comes first.
   cublasStatus_t s =
@@ -222,7 +225,8 @@ void matmul(const char *entry, T *a, MatrixView va, int64_t sa, T *b,
     reportError(std::string(entry) + ": " + c->cublasGetStatusString(s));
     return;
   }
-  check(*d, d->cuStreamSynchronize(nullptr), entry);
+  if (!stream)
+    check(*d, d->cuStreamSynchronize(nullptr), entry);
 }
 
 template <typename T>

@@ -87,6 +87,10 @@ private:
 /// "<entry>: <why>" (no driver, no device).
 const Driver *driverFor(const char *entry);
 
+/// This thread's run stream (terra::cuda::beginRunStream), or null: each
+/// launch then has a stream of its own and waits for it.
+CUstream runStream();
+
 } // namespace terra::cuda::detail
 
 #endif // TERRA_LIB_RUNTIME_CUDA_DRIVER_H

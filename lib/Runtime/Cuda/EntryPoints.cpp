@@ -117,6 +117,8 @@ TERRA_CUDA_EXPORT void mgpuLaunchKernel(void *function, intptr_t gridX,
 }
 
 TERRA_CUDA_EXPORT void *mgpuStreamCreate() {
+  if (CUstream s = runStream())
+    return s; // The run's stream: launches queue without waiting.
   TERRA_CUDA_ENTER("mgpuStreamCreate", nullptr)
   CUstream s = nullptr;
   if (!check(*d, d->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING),
@@ -126,7 +128,7 @@ TERRA_CUDA_EXPORT void *mgpuStreamCreate() {
 }
 
 TERRA_CUDA_EXPORT void mgpuStreamDestroy(void *stream) {
-  if (!stream)
+  if (!stream || stream == runStream())
     return;
   TERRA_CUDA_ENTER("mgpuStreamDestroy")
   check(*d, d->cuStreamDestroy(static_cast<CUstream>(stream)),
@@ -134,6 +136,8 @@ TERRA_CUDA_EXPORT void mgpuStreamDestroy(void *stream) {
 }
 
 TERRA_CUDA_EXPORT void mgpuStreamSynchronize(void *stream) {
+  if (stream && stream == runStream())
+    return; // Waited for when the host reads a result (syncRunStream).
   TERRA_CUDA_ENTER("mgpuStreamSynchronize")
   check(*d, d->cuStreamSynchronize(static_cast<CUstream>(stream)),
         "mgpuStreamSynchronize");
@@ -322,6 +326,47 @@ bool terra::cuda::copyOnDevice(void *dst, const void *src, size_t bytes) {
                d->cuMemcpyDtoD(reinterpret_cast<CUdeviceptr>(dst),
                                reinterpret_cast<CUdeviceptr>(src), bytes),
                "copyOnDevice");
+}
+
+namespace {
+thread_local CUstream tlsRunStream = nullptr;
+/// The stream this thread's runs use, created by its first run (never
+/// destroyed: a runner thread lives as long as its graph).
+thread_local CUstream tlsOwnStream = nullptr;
+} // namespace
+
+CUstream terra::cuda::detail::runStream() { return tlsRunStream; }
+
+bool terra::cuda::beginRunStream() {
+  static const bool syncLaunches = [] {
+    const char *v = std::getenv("TERRA_CUDA_SYNC_LAUNCHES");
+    return v && *v && std::string(v) != "0";
+  }();
+  if (syncLaunches)
+    return true;
+  if (!tlsOwnStream) {
+    TERRA_CUDA_ENTER("beginRunStream", false)
+    // Blocking (not CU_STREAM_NON_BLOCKING): the synchronous copies in and
+    // out of device memory (legacy default stream) and PyTorch's default
+    // stream are ordered with it.
+    if (!check(*d, d->cuStreamCreate(&tlsOwnStream, CU_STREAM_DEFAULT),
+               "beginRunStream"))
+      return false;
+  }
+  tlsRunStream = tlsOwnStream;
+  return true;
+}
+
+bool terra::cuda::syncRunStream() {
+  if (!tlsRunStream)
+    return true;
+  TERRA_CUDA_ENTER("syncRunStream", false)
+  return check(*d, d->cuStreamSynchronize(tlsRunStream), "syncRunStream");
+}
+
+void terra::cuda::endRunStream() {
+  syncRunStream();
+  tlsRunStream = nullptr;
 }
 
 bool terra::cuda::synchronize() {
