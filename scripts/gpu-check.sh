@@ -81,7 +81,7 @@ np.save("/tmp/pw_x.npy", rng.standard_normal((8192, 4096)).astype("float32"))
 np.save("/tmp/pw_y.npy", rng.standard_normal((4096,)).astype("float32"))
 PY
   for mem in device managed; do
-    timeout 90 ncu --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+    timeout 90 ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
       --csv $B/bin/terra-run-object $B/graphs/pointwise.so --device cuda --memory $mem \
       --feed 1=/tmp/pw_x.npy --feed 2=/tmp/pw_y.npy --repeat 2 > "$L/ncu-pointwise-$mem.csv" 2>> "$L/ncu.err"
     echo "ncu ($mem memory) rc=$?"; grep -v '^==PROF==' "$L/ncu-pointwise-$mem.csv" | grep step_kernel | tail -6
@@ -109,7 +109,7 @@ for _ in range(20):
 ms = sorted(times)[len(times) // 2]
 print(f"torch.mm: {ms:.3f} ms, {2 * 2048 ** 3 / ms / 1e9:.1f} TFLOP/s (median of 20)")
 PY
-  timeout 60 ncu --metrics gpu__time_duration.sum --csv $B/bin/terra-run-object $B/graphs/gemm.so \
+  timeout 60 ncu --clock-control none --metrics gpu__time_duration.sum --csv $B/bin/terra-run-object $B/graphs/gemm.so \
     --device cuda --feed 1=/tmp/gm_a.npy --feed 2=/tmp/gm_b.npy --repeat 3 > "$L/ncu-gemm.csv" 2>> "$L/ncu.err"
   echo "ncu (gemm) rc=$?"
   python3 - "$L/ncu-gemm.csv" <<'PY'
