@@ -57,6 +57,12 @@ if [ -f $B/frontend.tar.xz ]; then
     > "$L/frontend-tests.log" 2>&1; echo "rc=$?" >> "$L/frontend-tests.log") &
   (cd test/python && TERRA_BUILD_DIR=$FRONTEND TERRA_GRAPH_THREADS=1 timeout $T python3 -m pytest \
     test_function.py -x -q -p no:cacheprovider -p no:xdist --tb=long > "$L/frontend-first-failure.log" 2>&1) &
+  # Session 15 saw this test crash its worker while compiling on torch
+  # 2.11: a native backtrace (gdb when the machine has it).
+  CRASH_TEST=${GPU_CHECK_CRASH_TEST:-"test_tape.py::test_replaying_gives_bit_for_bit_what_recording_gives"}
+  GDB=$(command -v gdb >/dev/null && echo "gdb -batch -ex run -ex bt --args" || echo "")
+  (cd test/python && TERRA_BUILD_DIR=$FRONTEND timeout $T $GDB python3 -X faulthandler -m pytest \
+    "$CRASH_TEST" -q -p no:cacheprovider -p no:xdist --tb=long > "$L/frontend-crash-probe.log" 2>&1) &
   FRONTEND_PID=$!
   echo "started in the background"
 else
