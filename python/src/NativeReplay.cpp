@@ -87,7 +87,7 @@ PyObject *dictGet(PyObject *d, PyObject *key) {
 /// Python replay, and attribute names interned once.
 struct Config {
   py::object placeholder, token, replayed, tensor, leafSpec, makeWrapper, match,
-      viewReal, relaxedValue, symDim, miss, device, wrapperKwnames;
+      viewReal, relaxedValue, symDim, miss, weakResults, device, wrapperKwnames;
   // Entry attributes.
   PyObject *spec, *outs, *structName, *ids, *written, *effects, *site, *engine,
       *needsFlat;
@@ -809,9 +809,16 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
   py::object structure = getAttr(e, config->structName);
   py::object out = makeResults(ex, outs.ptr(), structure.ptr(), flat);
 
-  // The log replays ops eagerly at a deviation.
+  // The log replays ops eagerly at a deviation; it holds an engine op's
+  // results weakly (replay.WeakResults: torch 2.x's AccumulateGrad copies a
+  // gradient something else references).
+  py::object logged = out;
+  if (isTrue(getAttr(e, config->engine).ptr())) {
+    logged = steal(PyObject_CallFunctionObjArgs(config->weakResults.ptr(),
+                                                out.ptr(), ex, nullptr));
+  }
   py::object record =
-      steal(PyTuple_Pack(5, func, args, kwargs, out.ptr(), site.ptr()));
+      steal(PyTuple_Pack(5, func, args, kwargs, logged.ptr(), site.ptr()));
   py::object log = getAttr(ex, config->log);
   if (PyList_Append(log.ptr(), record.ptr()) < 0)
     throw py::error_already_set();
@@ -1181,6 +1188,7 @@ void configure(py::dict c) {
   cfg->relaxedValue = get("relaxed_value");
   cfg->symDim = get("SymDim");
   cfg->miss = get("miss");
+  cfg->weakResults = get("WeakResults");
   cfg->device = config && config->device ? config->device : py::str("cpu");
   for (py::handle t :
        {cfg->placeholder, cfg->replayed, cfg->tensor, cfg->leafSpec})

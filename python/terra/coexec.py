@@ -38,7 +38,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from . import native, relax, replay, tracing
 from .placeholder import Placeholder, Token, real, view_placeholder
 from .loops import restrict, transitions
-from .replay import _MISS, TapeRecorder, _Replayed
+from .replay import _MISS, TapeRecorder, WeakResults, _Replayed, logged_outputs
 from .runio import resolve_later, tensor_spec, to_torch
 from .sites import Site, engine_frame, user_line
 from .tape import End, Entry, Tape, flat_inputs, relax_spec
@@ -481,7 +481,8 @@ class CoExecutor(TapeRecorder, _Recorder):
         except MetaUnavailable as exc:
             self._deviate(f"cannot infer the result of {name} without running it: {exc}")
             return func(*args, **kwargs)
-        self.log.append((func, args, kwargs, out, self.current_site))
+        logged = WeakResults(out, self) if self.in_engine else out
+        self.log.append((func, args, kwargs, logged, self.current_site))
         self._host_result = self._host_eval(func, name, args, kwargs, out)
         self._b_host = self._host_result is not None
         return out
@@ -993,7 +994,7 @@ class CoExecutor(TapeRecorder, _Recorder):
                     exc.add_note(f"terra: raised by {func} at {user_line(site)}; the step's Python code "
                                  "ran ahead of the graph and learnt it at the next read of a value")
                     raise
-                outs, _ = tree_flatten(out)
+                outs = logged_outputs(out)
                 reals, _ = tree_flatten(result)
                 for o, r in zip(outs, reals):
                     if isinstance(o, Placeholder):
@@ -1087,7 +1088,7 @@ class CoExecutor(TapeRecorder, _Recorder):
         run, cursor = self.run, self.cursor
         escapes = self.b_end.escapes if self.b_end is not None and self.b_limit is None else {}
         for func, args, kwargs, out, _ in self.log:
-            for o in tree_flatten(out)[0]:
+            for o in logged_outputs(out):
                 if isinstance(o, Placeholder) and o._terra_real is None and o._terra_resolve is None:
                     ref = self.producers.get(self.key(o))
                     if ref is None or ref.event not in self.handles:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import weakref
 from typing import Any, Callable, Optional
 
 import torch
@@ -28,6 +29,53 @@ from .tape import (Entry, Tape, Untapeable, _match, flat_inputs, form_matches, m
                    relaxed_arg, relaxed_value, spec_of)
 from .trace import OpEvent, ValueRef
 from .tracing import _flat_tensors_deep, op_info, passed_args
+
+
+class WeakResults:
+    """The results of an autograd-engine op in the co-executor's log (the
+    ops a deviation replays eagerly), held weakly. torch 2.x's
+    AccumulateGrad takes a gradient over without a copy only when nothing
+    else references its Python object; the log's strong reference made it
+    copy in co-executed steps (`new_empty_strided` + `copy_`, ops the
+    traces never had), a deviation every step. A result nobody holds any
+    more needs no value at a deviation; one still held (the program's, or a
+    later logged op's argument) is found through its weak reference."""
+
+    __slots__ = ("refs",)
+
+    def __init__(self, out: Any, owner: Any):
+        flat = (out,) if isinstance(out, torch.Tensor) else tree_flatten(out)[0]
+        # The tape's identities are keyed by id(): a result that dies takes
+        # its identity with it, so a later tensor given its id is not taken
+        # for it (nothing else may keep a placeholder alive).
+        owner_ref = weakref.ref(owner)
+        self.refs = [weakref.ref(o, _Forget(owner_ref, id(o))) if isinstance(o, torch.Tensor) else o
+                     for o in flat]
+
+    def flat(self) -> list:
+        return [r() if type(r) is weakref.ref else r for r in self.refs]
+
+
+class _Forget:
+    """Removes a dead tensor's identity from its co-executor's current
+    identities (WeakResults' weakref callback; whatever has that id when the
+    tensor dies is the tensor)."""
+
+    __slots__ = ("owner", "key")
+
+    def __init__(self, owner: Any, key: int):
+        self.owner, self.key = owner, key
+
+    def __call__(self, _ref: Any) -> None:
+        ex = self.owner()
+        if ex is not None:
+            ex.idents.pop(self.key, None)
+
+
+def logged_outputs(out: Any) -> list:
+    """The flat results of a log entry (None for a weakly held result that
+    is gone)."""
+    return out.flat() if type(out) is WeakResults else tree_flatten(out)[0]
 
 
 class TapeRecorder:
@@ -492,7 +540,7 @@ class TapeRecorder:
         else:
             out = self._make_results(e, flat)
         if kind == "op":  # (the log replays ops at a deviation; random numbers log their own)
-            self.log.append((func, args, kwargs, out, e.site))
+            self.log.append((func, args, kwargs, WeakResults(out, self) if e.engine else out, e.site))
             host = self._host_eval(func, e.name, args, kwargs, out) if e.host_eval else None
             for k in e.written:
                 t = flat[k]
@@ -1015,7 +1063,7 @@ def _native_replay() -> Optional[Callable]:
                              "Tensor": torch.Tensor, "LeafSpec": LeafSpec, "make_wrapper": _make_wrapper,
                              "match": _match,
                              "view_real": _view_of_real, "relaxed_value": relaxed_value, "SymDim": sizes.SymDim,
-                             "miss": _MISS})
+                             "miss": _MISS, "WeakResults": WeakResults})
     return module.replay_plain
 
 
