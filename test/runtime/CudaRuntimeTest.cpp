@@ -371,8 +371,12 @@ TEST_F(Device, DeviceMemoryRoundTripsAndIsReused) {
   EXPECT_EQ(terra::cuda::takeLastError(), "");
 }
 
-TEST_F(Device, CublasMatmulMatchesReference) {
-  const int64_t m = 37, k = 53, n = 29;
+/// terra_cuda_matmul_f32 on managed buffers: C (m x n) = A (m x k) * B
+/// (k x n), or C += A * B unless `overwrite`, with A and B stored row-major
+/// or column-major (a transposed view: CUBLAS_OP_T), checked element by
+/// element against a host reference.
+void checkMatmul(int64_t m, int64_t k, int64_t n, bool aColumnMajor,
+                 bool bColumnMajor, bool overwrite) {
   auto alloc = [](int64_t count) {
     return static_cast<float *>(
         terra::cuda::allocManaged(count * sizeof(float)));
@@ -385,13 +389,22 @@ TEST_F(Device, CublasMatmulMatchesReference) {
     b[i] = float((i * 5) % 13) - 6.f;
   for (int64_t i = 0; i < m * n; ++i)
     c[i] = 1.f;
-  auto ma = matrix(a, m, k), mb = matrix(b, k, n), mc = matrix(c, m, n);
-  _mlir_ciface_terra_cuda_matmul_f32(&ma, &mb, &mc, /*overwrite=*/0);
+  auto A = [&](int64_t i, int64_t l) {
+    return aColumnMajor ? a[l * m + i] : a[i * k + l];
+  };
+  auto B = [&](int64_t l, int64_t j) {
+    return bColumnMajor ? b[j * k + l] : b[l * n + j];
+  };
+  auto ma = aColumnMajor ? columnMajor(a, m, k) : matrix(a, m, k);
+  auto mb = bColumnMajor ? columnMajor(b, k, n) : matrix(b, k, n);
+  auto mc = matrix(c, m, n);
+  _mlir_ciface_terra_cuda_matmul_f32(&ma, &mb, &mc, overwrite ? 1 : 0);
+  ASSERT_EQ(terra::cuda::takeLastError(), "");
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
-      float ref = 1.f;
+      float ref = overwrite ? 0.f : 1.f;
       for (int64_t l = 0; l < k; ++l)
-        ref += a[i * k + l] * b[l * n + j];
+        ref += A(i, l) * B(l, j);
       ASSERT_NEAR(c[i * n + j], ref, 1e-3f * (1.f + std::fabs(ref)))
           << i << "," << j;
     }
@@ -400,48 +413,14 @@ TEST_F(Device, CublasMatmulMatchesReference) {
   terra::cuda::freeManaged(c);
 }
 
+TEST_F(Device, CublasMatmulMatchesReference) {
+  checkMatmul(37, 53, 29, false, false, /*overwrite=*/false);
+}
+
 TEST_F(Device, CublasMatmulOfTransposedViewsMatchesReference) {
-  // C = A^T-stored * B^T-stored: both operands column-major (CUBLAS_OP_T),
-  // no copy; and one mixed case.
-  const int64_t m = 19, k = 33, n = 11;
-  auto alloc = [](int64_t count) {
-    return static_cast<float *>(
-        terra::cuda::allocManaged(count * sizeof(float)));
-  };
-  float *a = alloc(m * k), *b = alloc(k * n), *c = alloc(m * n);
-  ASSERT_TRUE(a && b && c);
-  // a holds A column-major (A[i][l] at a[l * m + i]), b holds B likewise.
-  for (int64_t i = 0; i < m * k; ++i)
-    a[i] = float((i * 7) % 11) - 5.f;
-  for (int64_t i = 0; i < k * n; ++i)
-    b[i] = float((i * 5) % 13) - 6.f;
-  auto ma = columnMajor(a, m, k), mb = columnMajor(b, k, n),
-       mc = matrix(c, m, n);
-  _mlir_ciface_terra_cuda_matmul_f32(&ma, &mb, &mc, /*overwrite=*/1);
-  ASSERT_EQ(terra::cuda::takeLastError(), "");
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      float ref = 0.f;
-      for (int64_t l = 0; l < k; ++l)
-        ref += a[l * m + i] * b[j * k + l];
-      ASSERT_NEAR(c[i * n + j], ref, 1e-3f * (1.f + std::fabs(ref)))
-          << i << "," << j;
-    }
-  // A row-major (m x k at a), B column-major.
-  auto ra = matrix(a, m, k);
-  _mlir_ciface_terra_cuda_matmul_f32(&ra, &mb, &mc, /*overwrite=*/1);
-  ASSERT_EQ(terra::cuda::takeLastError(), "");
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      float ref = 0.f;
-      for (int64_t l = 0; l < k; ++l)
-        ref += a[i * k + l] * b[j * k + l];
-      ASSERT_NEAR(c[i * n + j], ref, 1e-3f * (1.f + std::fabs(ref)))
-          << i << "," << j;
-    }
-  terra::cuda::freeManaged(a);
-  terra::cuda::freeManaged(b);
-  terra::cuda::freeManaged(c);
+  checkMatmul(19, 33, 11, true, true, /*overwrite=*/true);
+  checkMatmul(19, 33, 11, false, true, /*overwrite=*/true);
+  checkMatmul(19, 33, 11, true, false, /*overwrite=*/false);
 }
 
 TEST_F(Device, CublasBatchMatmulMatchesReference) {
