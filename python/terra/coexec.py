@@ -322,6 +322,9 @@ class CoExecutor(TapeRecorder, _Recorder):
         self.relaxed_feeds: dict[int, torch.Tensor] = {}  # entry -> its relaxed scalar's feed
         self.fed_values: dict[tuple, torch.Tensor] = {}  # (entry, input) -> value fed
         self._forced: Optional[_Replayed] = None
+        # (result, gradient) of a copy's allocation replayed as the gradient
+        # taken over, until the copy that follows it (_replay_taken_over).
+        self._accumulate_clone: Optional[tuple] = None
         self._forward: Optional[_Replayed] = None  # nodes not noted yet (_note_nodes)
         self.replaying: Optional[list] = None  # catching up: the effects the Cursor decides
         self._missed = ""  # TERRA_LOG=tape: the interaction a replay could not match
@@ -1049,9 +1052,13 @@ class CoExecutor(TapeRecorder, _Recorder):
                 self._deviate(f"the graph failed: {status[1]}" if status[0] == "error"
                               else "the graph run was cancelled")
         if self.deviation is None:
+            # What the state slots hold before the commit writes values into
+            # them: a gradient made in the step (zero_grad(set_to_none=True))
+            # is this step's placeholder there, a real tensor after.
+            held = [s.get() for s in self.final_slots]
             self._commit(trace, values, result, points)
             self._publish_escapes()
-            self._leave_tape(result)
+            self._leave_tape(result, held)
         self.log.clear()
         return trace
 

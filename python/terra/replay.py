@@ -404,8 +404,10 @@ class TapeRecorder:
             return self.host_tensors.get(ident[1])
         return None
 
-    def _leave_tape(self, result: Any) -> None:
-        """After a committed iteration recorded live: its tape, for the next."""
+    def _leave_tape(self, result: Any, held: list) -> None:
+        """After a committed iteration recorded live: its tape, for the next.
+        `held`: what the final state slots held before the commit (what a
+        replay's end finds in them)."""
         if not _TAPES_ENABLED:
             return
         entries, limit, end = self.building, self.b_limit, self.b_end
@@ -413,8 +415,8 @@ class TapeRecorder:
             end = None
         else:
             limit = len(entries)
-            end.slots = [(s.name, None if (t := s.get()) is None else self._ident(t) or ("?",))
-                         for s in self.final_slots]
+            end.slots = [(s.name, None if t is None else self._ident(t) or ("?",))
+                         for s, t in zip(self.final_slots, held)]
             end.dropped = list(self.trace.dropped_state)
             end.result = [self._ident(t) for t in _flat_tensors_deep(result)]
             if any(i is None for i in end.result) or any(i == ("?",) for _, i in end.slots):
@@ -477,6 +479,13 @@ class TapeRecorder:
         q = self.pos
         tape = self.tape
         e = tape.entries[q] if q < tape.limit else None
+        clone, self._accumulate_clone = self._accumulate_clone, None
+        if clone is not None and func is _COPY and len(args) == 2 and args[0] is clone[0] and args[1] is clone[1]:
+            return args[0]  # the copy of a gradient taken over (see below): it already is that value
+        if func is _NEW_EMPTY_STRIDED and e is not None and e.func is _DETACH and e.engine:
+            out = self._replay_taken_over(e, args, kwargs)
+            if out is not _MISS:
+                return out
         if e is None or not self._fits(e, func, args, kwargs):
             if _TAPE_LOG:
                 self._missed = f"{op_info(func).name}" + ("" if e is None or e.func is not func else " (other arguments)")
@@ -562,6 +571,40 @@ class TapeRecorder:
             self._emit(e.effects)
         if kind == "op" and e.host_eval and host is None:
             self._leave_fast()  # the host could not compute it this time
+        return out
+
+    def _replay_taken_over(self, e: Entry, args: tuple, kwargs: dict) -> Any:
+        """AccumulateGrad copying a gradient where the tape took it over.
+
+        The engine makes a new gradient the parameter's `.grad` without a
+        copy (`detach`, what the tape has) only when nothing else references
+        it; otherwise it copies it (`new_empty_strided` of its own layout,
+        then `copy_`). The replay's records reference every result, so a
+        replayed step can copy where the recorded one took the gradient
+        over. Here the copy's allocation is replayed as the `detach` entry
+        (the same value, as the copy would make it) and the `copy_` that
+        follows is answered with its target; anything else is a miss."""
+        x = args[0] if args else None
+        if not isinstance(x, torch.Tensor) or not self._fits(e, _DETACH, (x,), {}):
+            return _MISS
+        size, stride = _arg_of(args, kwargs, 1, "size"), _arg_of(args, kwargs, 2, "stride")
+        dtype = kwargs.get("dtype")
+        if (size is None or list(size) != list(x.shape) or stride is None or list(stride) != list(x.stride())
+                or (dtype is not None and dtype != x.dtype)):
+            return _MISS
+        out = self._replay_op(_DETACH, (x,), {})
+        if out is _MISS:
+            return out
+        # The take-over may detach the detached gradient again (torch 1.13
+        # with hooks): those entries are the same value too.
+        entries, limit = self.tape.entries, self.tape.limit
+        while (self.pos < limit and (n := entries[self.pos]).func is _DETACH and n.engine
+               and self._fits(n, _DETACH, (out,), {})):
+            again = self._replay_op(_DETACH, (out,), {})
+            if again is _MISS:
+                break
+            out = again
+        self._accumulate_clone = (out, x)
         return out
 
     def _fits(self, e: Entry, func: Any, args: tuple, kwargs: dict) -> bool:
@@ -1046,6 +1089,13 @@ class _Replayed:
 
 
 _MISS = object()
+_DETACH = torch.ops.aten.detach.default
+_COPY = torch.ops.aten.copy_.default
+_NEW_EMPTY_STRIDED = torch.ops.aten.new_empty_strided.default
+
+
+def _arg_of(args: tuple, kwargs: dict, i: int, name: str) -> Any:
+    return args[i] if len(args) > i else kwargs.get(name)
 
 
 def _native_replay() -> Optional[Callable]:
