@@ -137,7 +137,7 @@ echo "== 3c. terra on device=\"cuda\": benchmark programs at full size, eager vs
 # The first co-executed programs on a GPU (test_device.py passed in part 0
 # first): GPU_CHECK_TERRA_PROGRAMS, each within its own limit.
 if [ -f $FRONTEND/python/_terra_native.cpython-312-x86_64-linux-gnu.so ] && [ "$(left)" -gt 200 ]; then
-  for p in ${GPU_CHECK_TERRA_PROGRAMS:-"dcgan resnet50"}; do
+  for p in ${GPU_CHECK_TERRA_PROGRAMS:-"dcgan resnet50 bert_cls music_transformer gpt2"}; do
     if [ "$(left)" -lt 100 ]; then echo "skipped $p: budget spent"; continue; fi
     TERRA_BUILD_DIR=$FRONTEND timeout 90 python3 benchmarks/run.py --programs $p --size full \
       --device cuda --modes eager,terra --steps 10 --repeats 3 --warmup 12 --settle 1 --no-progress \
