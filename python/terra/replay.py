@@ -33,13 +33,14 @@ from .tracing import _flat_tensors_deep, op_info, passed_args
 
 class WeakResults:
     """The results of an autograd-engine op in the co-executor's log (the
-    ops a deviation replays eagerly), held weakly. torch 2.x's
-    AccumulateGrad takes a gradient over without a copy only when nothing
-    else references its Python object; the log's strong reference made it
-    copy in co-executed steps (`new_empty_strided` + `copy_`, ops the
-    traces never had), a deviation every step. A result nobody holds any
-    more needs no value at a deviation; one still held (the program's, or a
-    later logged op's argument) is found through its weak reference."""
+    ops a deviation replays eagerly), held weakly. AccumulateGrad takes a
+    gradient over without a copy only when nothing else references it
+    (torch 2.x counts its Python object's references too); the log's strong
+    reference made it copy in co-executed steps (`new_empty_strided` +
+    `copy_`, ops the traces never had), a deviation (docs/frontend.md,
+    "Gradients taken over or copied"). A result nobody holds any more needs
+    no value at a deviation; one still held (the program's, or a later
+    logged op's argument) is found through its weak reference."""
 
     __slots__ = ("refs",)
 
