@@ -819,7 +819,9 @@ class TapeRecorder:
                     if isinstance(o, Placeholder):
                         o._terra_real = None
         self.host_values.clear()
-        self.idents = {k: v for k, v in self.idents.items() if v[0] in ("state", "arg", "host")}
+        # (A copy first: a dying result's callback (_Forget) may remove an
+        # identity while this runs.)
+        self.idents = {k: v for k, v in self.idents.copy().items() if v[0] in ("state", "arg", "host")}
         reads = (self.graph_reads, self.host_reads)
         self.replaying = []
         # Recorded as inside __torch_dispatch__: with this mode off (the
