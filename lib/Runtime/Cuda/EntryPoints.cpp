@@ -330,8 +330,10 @@ bool terra::cuda::copyOnDevice(void *dst, const void *src, size_t bytes) {
 
 namespace {
 thread_local CUstream tlsRunStream = nullptr;
-/// The stream this thread's runs use, created by its first run (never
-/// destroyed: a runner thread lives as long as its graph).
+/// The stream this thread's runs use, created by its first run. Never
+/// destroyed (destroying it at thread or process exit could race the
+/// driver's own teardown): one per runner thread, i.e. per compiled graph,
+/// a handful per process (regenerations are capped).
 thread_local CUstream tlsOwnStream = nullptr;
 } // namespace
 
