@@ -119,45 +119,24 @@ bool checkTensor(RunState *run, const Tensor &t, DType dtype, int64_t rank,
 /// (RunState::memory: the graph's kernels cannot reach host memory),
 /// released with the run's other buffers, and describes it.
 bool stageInput(RunState *run, const Tensor &t, UnrankedMemRef *out) {
-  Tensor src = t.isContiguous() ? t : t.contiguousCopy();
-  size_t bytes = size_t(src.numel()) * dtypeSize(src.dtype);
-  Tensor staged;
-  staged.dtype = src.dtype;
-  staged.sizes = src.sizes;
-  staged.data = run->memory.alloc(bytes ? bytes : 1, 0);
-  if (!staged.data) {
-    failRun(run, "cannot allocate " + std::to_string(bytes) +
-                     " bytes of device-reachable memory for an input");
+  std::string error;
+  Tensor staged = copyIntoMemory(t, run->memory, "an input", error);
+  if (!error.empty()) {
+    failRun(run, error);
     return false;
   }
   run->buffers.insert(staged.data);
-  if (run->memory.toDevice) {
-    if (!run->memory.toDevice(staged.data, src.data, bytes)) {
-      failRun(run, "copying an input of " + std::to_string(bytes) +
-                       " bytes to the device failed");
-      return false;
-    }
-  } else {
-    std::memcpy(staged.data, src.data, bytes);
-  }
   describe(staged, out, true);
   return true;
 }
 
 /// False, with the run failed, if the device reported an error since the
-/// last check (RunState::memory.deviceError). Waits for the run's stream
-/// first: the host is about to read a result, and a kernel's failure shows
-/// when it is waited for.
+/// last check. Waits for the run's stream first: the host is about to read
+/// a result, and a kernel's failure shows when it is waited for.
 bool deviceOk(RunState *run) {
   if (run->memory.syncStream)
     run->memory.syncStream();
-  if (!run->memory.deviceError)
-    return true;
-  std::string error = run->memory.deviceError();
-  if (error.empty())
-    return true;
-  failRun(run, "the device failed inside the graph: " + error);
-  return false;
+  return detail::checkDevice(*run);
 }
 
 /// The lowest and highest element view `t` touches (strides may be
@@ -393,6 +372,16 @@ bool hostResultImpl(RunState *run, int64_t index, DType dtype,
 namespace terra::rt::detail {
 RunState *&currentRun() { return current; }
 
+bool checkDevice(RunState &run) {
+  if (!run.memory.deviceError)
+    return true;
+  std::string error = run.memory.deviceError();
+  if (error.empty())
+    return true;
+  failRun(&run, "the device failed inside the graph: " + error);
+  return false;
+}
+
 void failLibraryCall(const char *message) {
   if (RunState *run = current) {
     failRun(run, message);
@@ -572,4 +561,30 @@ terra::rt::detail::runtimeSymbols() {
 #undef TERRA_RT_DTYPE_SYMBOLS
 #undef TERRA_RT_SYMBOL
   return syms;
+}
+
+Tensor terra::rt::copyIntoMemory(const Tensor &t,
+                                 const RunState::BufferMemory &memory,
+                                 const std::string &what, std::string &error) {
+  Tensor src = t.isContiguous() ? t : t.contiguousCopy();
+  size_t bytes = size_t(src.numel()) * dtypeSize(src.dtype);
+  Tensor copy;
+  copy.dtype = src.dtype;
+  copy.sizes = src.sizes;
+  copy.strides = contiguousStrides(src.sizes);
+  copy.data = memory.alloc(bytes ? bytes : 1, 0);
+  if (!copy.data) {
+    error = "cannot allocate " + std::to_string(bytes) +
+            " bytes of device-reachable memory for " + what;
+    return copy;
+  }
+  if (!memory.toDevice) {
+    std::memcpy(copy.data, src.data, bytes);
+  } else if (!memory.toDevice(copy.data, src.data, bytes)) {
+    memory.free(copy.data);
+    copy.data = nullptr;
+    error = "copying " + what + " of " + std::to_string(bytes) +
+            " bytes to the device failed";
+  }
+  return copy;
 }

@@ -39,13 +39,8 @@ void invokeRun(void (*entry)(void **), void **args,
     if (run.memory.endStream)
       run.memory.endStream();
   }
-  if (run.memory.deviceError && run.status == RunState::Status::Pending) {
-    std::string error = run.memory.deviceError();
-    if (!error.empty()) {
-      run.status = RunState::Status::Error;
-      run.error = "the device failed inside the graph: " + error;
-    }
-  }
+  if (run.status == RunState::Status::Pending)
+    detail::checkDevice(run);
   run.execSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count() -

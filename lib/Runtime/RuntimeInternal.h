@@ -28,6 +28,9 @@ RunState *&currentRun();
 /// zero-copy fetch changed since it was published. Checks the fetches of
 /// `buffer`, or with null those of every buffer the graph still holds.
 void verifyPublished(RunState &run, void *buffer);
+/// Whether the device reported no error since the last check
+/// (RunState::memory.deviceError); else fails `run` with it.
+bool checkDevice(RunState &run);
 /// Names and addresses of the core's entry points (API.cpp: feeds, fetches,
 /// control, buffers).
 std::vector<std::pair<const char *, void *>> runtimeSymbols();

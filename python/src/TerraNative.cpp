@@ -267,30 +267,32 @@ Tensor toDeviceTensor(py::tuple spec, const RunState::BufferMemory &memory,
   Tensor t = toTensor(spec);
   if (inDeviceMemory)
     return t;
-  Tensor host = t.isContiguous() ? t : t.contiguousCopy();
-  size_t bytes = size_t(host.numel()) * dtypeSize(host.dtype);
-  void *p = memory.alloc(bytes ? bytes : 1, 0);
-  if (!p)
-    throw std::runtime_error("cannot allocate " + std::to_string(bytes) +
-                             " bytes of device memory for a graph input");
-  Tensor dev = host;
-  dev.data = p;
-  dev.owner = std::shared_ptr<void>(p, memory.free);
-  if (!memory.toDevice(p, host.data, bytes))
-    throw std::runtime_error("copying a graph input of " +
-                             std::to_string(bytes) +
-                             " bytes to the device failed");
+  std::string error;
+  Tensor dev = copyIntoMemory(t, memory, "a graph input", error);
+  if (!error.empty())
+    throw std::runtime_error(error);
+  dev.owner = std::shared_ptr<void>(dev.data, memory.free);
   return dev;
 }
+
+/// Where a graph's runs keep values: "cpu" (host memory), "cuda" (device
+/// memory, inputs read in place) or "gpu-loops" (tests: host memory used
+/// the way a CUDA graph uses device memory).
+struct GraphDevice {
+  explicit GraphDevice(std::string name)
+      : name(std::move(name)), fake(this->name == "gpu-loops"),
+        onDevice(this->name == "cuda" || fake) {}
+  std::string name;
+  bool fake, onDevice;
+};
 
 /// One iteration of a graph on its runner: the host's end of the channels.
 class Run {
 public:
   Run(std::shared_ptr<GraphRunner> runner, std::shared_ptr<RunState> state,
-      std::string device)
+      GraphDevice device)
       : runner(std::move(runner)), state(std::move(state)),
-        device(std::move(device)), onDevice(this->device != "cpu"),
-        fakeDevice(this->device == "gpu-loops") {}
+        device(std::move(device)) {}
 
   void start() {
     if (started)
@@ -299,15 +301,15 @@ public:
     runner->start(state);
   }
   void feed(int64_t point, py::tuple spec) {
-    bool cuda = checkReadable(spec[4], device, "feed", point);
-    if (!onDevice) {
+    bool cuda = checkReadable(spec[4], device.name, "feed", point);
+    if (!device.onDevice) {
       state->channels.sendFeed(point, toTensor(spec));
       return;
     }
     if (cuda)
       syncTorchStream();
     state->channels.sendFeed(
-        point, toDeviceTensor(spec, state->memory, cuda || fakeDevice));
+        point, toDeviceTensor(spec, state->memory, cuda || device.fake));
   }
   void sendCase(int64_t point, uint32_t index) {
     state->channels.sendCase(point, index);
@@ -336,8 +338,8 @@ public:
     }
     if (!ok)
       return py::none();
-    if (onDevice) {
-      py::object capsule = toDLPack(t, fakeDevice ? kDLCPU : kDLCUDA);
+    if (device.onDevice) {
+      py::object capsule = toDLPack(t, device.fake ? kDLCPU : kDLCUDA);
       // torch 1.13 has no kDLBool: a bool tensor crosses as uint8, and the
       // front end views it as bool again (runio.to_torch).
       if (t.dtype == DType::I1)
@@ -358,7 +360,7 @@ public:
   /// the machine has a second core. The run has ended, so the runner's
   /// core is free.
   void copyAll(const std::vector<Copy> &copies, size_t total) {
-    if (onDevice) {
+    if (device.onDevice) {
       // Device to device (the destinations are PyTorch's CUDA tensors).
       for (const Copy &c : copies)
         if (!state->memory.onDevice(c.dst, c.src, c.bytes))
@@ -479,8 +481,7 @@ public:
 private:
   std::shared_ptr<GraphRunner> runner;
   std::shared_ptr<RunState> state;
-  std::string device; ///< the graph's: cpu, cuda or gpu-loops
-  bool onDevice, fakeDevice;
+  GraphDevice device;
   bool started = false, finished = false;
 };
 
@@ -503,13 +504,11 @@ public:
                             " states, " + std::to_string(states.size()) +
                             " given");
     auto state = std::make_shared<RunState>();
-    bool fakeDevice = device == "gpu-loops";
-    bool onDevice = device == "cuda" || fakeDevice;
-    if (fakeDevice)
+    if (device.fake)
       state->memory = fakeDeviceMemory();
-    else if (onDevice)
+    else if (device.onDevice)
       state->memory = cudaMemory();
-    if (onDevice && !fakeDevice && !states.empty())
+    if (device.onDevice && !device.fake && !states.empty())
       syncTorchStream(); // once for all the state
     // A state tensor's device is looked up when the tensor is new here: its
     // object or data pointer differs from the last run's (the same ones
@@ -519,12 +518,13 @@ public:
       CheckedState seen{states[i][4].ptr(), states[i][0].cast<uintptr_t>()};
       CheckedState &last = checkedStates[i];
       if (last.owner != seen.owner || last.data != seen.data) {
-        seen.cuda = checkReadable(states[i][4], device, "state", int64_t(i));
+        seen.cuda =
+            checkReadable(states[i][4], device.name, "state", int64_t(i));
         last = seen;
       }
-      state->states.push_back(onDevice
+      state->states.push_back(device.onDevice
                                   ? toDeviceTensor(states[i], state->memory,
-                                                   last.cuda || fakeDevice)
+                                                   last.cuda || device.fake)
                                   : toTensor(states[i]));
     }
     if (!hostExecutor.is_none()) {
@@ -554,7 +554,7 @@ public:
     return std::make_unique<Run>(runner, std::move(state), device);
   }
   std::unique_ptr<CompiledGraph> graph;
-  std::string device;
+  GraphDevice device;
   /// Each state tensor checkReadable accepted: its owner, its data pointer
   /// and whether it is in CUDA memory.
   struct CheckedState {
@@ -761,7 +761,7 @@ PYBIND11_MODULE(_terra_native, m) {
       .def_property_readonly(
           "loaded_from_cache",
           [](Graph &g) { return g.graph->loadedFromCache(); })
-      .def_property_readonly("device", [](Graph &g) { return g.device; })
+      .def_property_readonly("device", [](Graph &g) { return g.device.name; })
       .def("new_run", &Graph::newRun, py::arg("states"),
            py::arg("host_executor") = py::none(), py::keep_alive<0, 1>());
 

@@ -121,6 +121,13 @@ public:
   std::vector<std::string> assertMessages;
 };
 
+/// A row-major copy of host tensor `t` in a block of `memory` (`alloc`,
+/// filled with `toDevice`, or memcpy when the memory is the host's), whose
+/// release is the caller's (`memory.free`). Empty `error` on success, else
+/// what failed, naming the copy `what` ("an input").
+Tensor copyIntoMemory(const Tensor &t, const RunState::BufferMemory &memory,
+                      const std::string &what, std::string &error);
+
 struct HostOpInfo {
   std::string name;
   std::string args; ///< The args dictionary, printed.
