@@ -35,7 +35,7 @@ from typing import Any, Optional
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from . import native, relax, replay, tracing
+from . import backward, native, relax, replay, tracing
 from .placeholder import Placeholder, Token, real, view_placeholder
 from .loops import restrict, transitions
 from .replay import _MISS, TapeRecorder, WeakResults, _Replayed, logged_outputs
@@ -349,6 +349,14 @@ class CoExecutor(TapeRecorder, _Recorder):
         self._b_answer: Any = None
         self._last_fetch: Optional[tuple] = None
         self.eager_threads = 0  # torch threads for eager work after a deviation (set by the function)
+        # Backward passes (backward.py): (first entry, end, call checks) of
+        # the passes this iteration recorded, the hook epoch it began in,
+        # and how many passes it replayed without the engine.
+        self.b_blocks: list = []
+        self.hook_epoch0 = backward.HOOK_EPOCH[0]
+        self.backward_macros = 0
+        self.b_pattern: list = []  # backward._pattern's node types so far
+        self.deferred: list = []  # passes replayed whole whose records wait (backward.expand)
 
     # -- recording hooks -------------------------------------------------------
     def problem(self, text: str) -> None:

@@ -58,7 +58,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 import torch
 from torch.utils._pytree import tree_map
 
-from . import loops, native, relax, sizes, tracing
+from . import backward, loops, native, relax, sizes, tracing
 from .coexec import CoExecutor, op_key
 from .runio import tensor_spec
 from .placeholder import Placeholder, set_device as set_placeholder_device
@@ -567,6 +567,7 @@ class TerraFunction:
     def _coexec(self, args: tuple, kwargs: dict) -> Any:
         start = time.perf_counter()
         set_placeholder_device(self.device)
+        backward.install()
         ex = CoExecutor(self, self.registry, args, kwargs, sys._getframe(), self.serialized)
         # Freeing a step's records (its placeholders, entries, recorder)
         # costs the host ~0.5-1 ms of deallocation. The step's CoExecutor is
@@ -617,7 +618,7 @@ class TerraFunction:
         step = {"phase": "coexec", "host_exec_s": max(wall - h_stall, 0.0), "host_stall_s": h_stall,
                 "graph_exec_s": g_exec, "graph_stall_s": g_stall,
                 "graph_reads": ex.graph_reads, "host_reads": ex.host_reads,
-                "replayed": ex.fast, "replayed_entries": ex.pos}
+                "replayed": ex.fast, "replayed_entries": ex.pos, "backward_macros": ex.backward_macros}
         self.stats.coexec_iterations += 1
         self.stats.replayed_iterations += ex.fast
         self.stats.host_exec_s += step["host_exec_s"]

@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional
 import torch
 from torch.utils._pytree import LeafSpec, tree_flatten, tree_unflatten
 
-from . import placeholder, sizes
+from . import backward, placeholder, sizes
 from .placeholder import Placeholder, Token, view_placeholder
 from .runio import resolve_later, tensor_spec, to_torch
 from .sites import is_engine_site, user_line
@@ -398,6 +398,8 @@ class TapeRecorder:
             q, j = ident
             if q >= len(self.replayed):
                 return None
+            if self.replayed[q] is None:  # a result a pass replayed whole has not made (backward.py)
+                backward.expand(self)
             out = self.replayed[q].out
             flat = (out,) if isinstance(out, torch.Tensor) else tree_flatten(out)[0]
             return flat[j] if j < len(flat) and isinstance(flat[j], torch.Tensor) else None
@@ -472,6 +474,8 @@ class TapeRecorder:
         if len(tapes) >= _MAX_TAPES:  # the least recently made goes
             del tapes[next(iter(tapes))]
         _chain(tape)
+        tape.blocks = {start: backward.Block(start, stop, call) for start, stop, call in self.b_blocks
+                       if stop <= limit and backward.eligible(tape.entries, start, stop)}
         # The new tape first; an identical older one goes.
         tapes[self.tape_key] = [tape] + [t for t in choices if t.signature != tape.signature][:_MAX_TAPES - 1]
 
@@ -800,7 +804,12 @@ class TapeRecorder:
         decides what the replay sent, and sends what it decides beyond it."""
         if not self.fast:
             return
+        if self.deferred:
+            backward.expand(self)
         self.fast = False
+        # The backward passes replayed so far are passes of the tape this
+        # iteration leaves too (backward.py).
+        self.b_blocks = [(b.start, b.end, b.call) for b in self.tape.blocks.values() if b.end <= self.pos]
         if self.eager_threads and self.deviation is None and torch.get_num_threads() != 1:
             torch.set_num_threads(1)  # recording computes on the host (function._host_threads)
         if self._forward is not None:
@@ -909,6 +918,8 @@ class TapeRecorder:
         for where, (fid, inst) in end.escapes.items():
             if not (isinstance(where, tuple) and len(where) == 2 and isinstance(where[0], int)):
                 continue
+            if replayed[where[0]] is None:
+                continue  # a result of a pass replayed whole: nothing could keep it (backward._needed)
             out = replayed[where[0]].out
             flat = (out,) if isinstance(out, torch.Tensor) else tree_flatten(out)[0]
             o = flat[where[1]] if where[1] < len(flat) else None

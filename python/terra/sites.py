@@ -203,6 +203,11 @@ class _Node:
         self.grad_fn = node
 
 
+# True while BackwardSites registers its own node hooks (backward.py's hook
+# epoch counts only the program's).
+OWN_HOOKS = [False]
+
+
 class BackwardSites:
     """Gives each op the autograd engine runs a site derived from the forward
     op that created its autograd node.
@@ -274,10 +279,13 @@ class BackwardSites:
     def _hook(self, node: Any, site: Site, label: str) -> None:
         self._nodes[node] = (site, label)
         self._counts[node] = 0
+        OWN_HOOKS[0] = True  # not the program's hook (backward.py counts those)
         try:
             self._handles.append(node.register_hook(lambda gi, go, node=node: self._fired(node)))
         except (AttributeError, RuntimeError):
             pass  # cannot hook: its ops fall back to positional sites
+        finally:
+            OWN_HOOKS[0] = False
 
     # -- backward side -----------------------------------------------------
     def engine_op(self, record: Any, call_site: Site) -> None:

@@ -127,10 +127,11 @@ class End:
 
 
 class Tape:
-    __slots__ = ("entries", "end", "limit", "signature")
+    __slots__ = ("entries", "end", "limit", "signature", "blocks")
 
     def __init__(self, entries: list[Entry], end: Optional[End], limit: int):
         self.entries = entries
+        self.blocks: dict = {}  # first entry -> backward.Block: a backward pass the tape can replay whole
         self.end = end  # None: the tape stops before the end
         self.limit = limit  # entries before this index can be replayed
         self.signature: Any = None  # the whole tape's digest (replay._chain)

@@ -1,0 +1,685 @@
+"""Whole backward passes replayed without the autograd engine.
+
+A replayed iteration (tape.py) used to run every `loss.backward()` through
+torch's autograd engine on placeholders: the engine walks the graph of
+autograd nodes and dispatches each node's ops, and each op comes back to the
+co-executor to be matched against the tape and given placeholder results.
+That cost the host about as much per op as eager PyTorch spends computing it
+(on DCGAN's co-executed step ~1.6 ms of ~6 ms). When nothing but the engine
+runs during a backward pass, what it does is fixed by the forward ops the
+replay already matched: the same ops on the same values, and `.grad` of the
+same leaves set to the same results. So a backward pass whose entries the
+tape has, that was once replayed through the engine with nothing else
+running (its *validation*), is afterwards replayed as one unit: the
+co-executor makes the entries' results from their recipes, logs them (a
+later deviation or catch-up sees exactly what the engine-driven replay would
+have left), sends their run effects, and sets the leaves' gradients. The
+engine is not called.
+
+What could make the engine do something else, and how it is ruled out:
+
+* **Python code during the pass** (tensor and node hooks, module backward
+  hooks, custom `autograd.Function` backwards, saved-tensor unpack hooks):
+  the validation watches the calling thread with a profile function; any
+  Python frame but terra's own, the standard library's and torch's dispatch
+  helpers marks the pass as never replayed whole. Hook registration APIs
+  (`Tensor.register_hook`, `retain_grad`, `register_post_accumulate_grad_hook`,
+  node `register_hook`/`register_prehook`, `saved_tensors_hooks`) bump an
+  epoch, and the hooks they register are wrapped so the validation sees them
+  run even when they are C callables (`grads.append`). A registration in the
+  current step rules the macro out for that step; one since the validation
+  makes the next replay validate again. The leaves' own hook dicts are
+  checked at the validation, and no pass with a Python autograd node is
+  taken.
+* **Another graph from the same forward ops**: a parameter whose
+  `requires_grad` changed, a part of the forward run under `no_grad` this
+  time, a gradient that was `None` where it was a tensor (gradient
+  accumulation every other step): the macro compares the forward results'
+  autograd node types, every parameter's `requires_grad` and each leaf's
+  gradient identity with the validated pass's, and runs the engine if any
+  differs (a sibling tape whose validated pass fits is taken instead).
+* **Another call**: the roots, their gradients and the flags must be the
+  recorded ones; only `backward()` (accumulating, no `create_graph`, no
+  `inputs`) is replayed whole, and not under anomaly detection.
+
+What the engine would have done and the macro does not: free the graph's
+saved placeholders (they have no data; they go with the forward's
+tensors). Known gap: a C-callable hook registered directly on a long-lived
+autograd node (a gradient accumulator, DDP-style) before the first
+co-executed step is invisible to the validation. `TERRA_BACKWARD_MACRO=0`
+runs every pass through the engine. CUDA graphs keep the engine (its device
+threads run hooks the profile function does not see).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+import threading
+from typing import Any, Optional
+
+import torch
+from torch.utils._pytree import tree_flatten
+
+from . import tracing
+from .sites import OWN_HOOKS
+from .tape import Untapeable, flat_inputs, matches, spec_of
+
+ENABLED = os.environ.get("TERRA_BACKWARD_MACRO", "1") != "0"
+# Bumped by every hook registration (see module doc); [0] to share a cell.
+HOOK_EPOCH = [0]
+_HOOK_CALLS = [0]  # calls of hooks registered through the wrapped APIs
+
+_LOG = "tape" in os.environ.get("TERRA_LOG", "").split(",")
+_PARAMS = ("tensors", "grad_tensors", "retain_graph", "create_graph", "inputs", "allow_unreachable",
+           "accumulate_grad")
+
+
+class Block:
+    """One backward pass of a tape: entries `start..end-1` are the ops the
+    engine ran for one `run_backward` call with arguments `call` (a spec,
+    tape.spec_of). Validation state: `state` is None (not validated), "ok",
+    or why it is never replayed whole; the rest is filled by the validation."""
+
+    __slots__ = ("start", "end", "call", "state", "epoch", "leaves", "params", "pattern", "refs", "needed",
+                 "effects", "infer")
+
+    def __init__(self, start: int, end: int, call: Any):
+        self.start, self.end, self.call = start, end, call
+        self.state: Optional[str] = None
+        self.epoch = -1
+        self.leaves: tuple = ()  # (leaf identity, its gradient's identity before, after)
+        self.params: tuple = ()  # (state name, requires_grad) of every parameter
+        self.pattern: tuple = ()  # autograd node types of the forward results before the pass
+        self.refs: tuple = ()  # identities the entries read that are not results of entries
+        # The entries `_apply` makes (the rest wait for `expand`): (entry,
+        # flat inputs its results or in-place updates use, flat input checks).
+        self.needed: tuple = ()
+        self.effects: list = []  # the entries' run effects, in order
+        # Entries whose recipes are memoized per layout of sizes -> which of
+        # their results alias inputs (the same for every layout, checked).
+        self.infer: dict = {}
+
+
+def _bind(args: tuple, kwargs: dict) -> Optional[dict]:
+    if len(args) > len(_PARAMS) or any(k not in _PARAMS for k in kwargs):
+        return None
+    bound = dict(zip(_PARAMS, args))
+    bound.update(kwargs)
+    return bound
+
+
+def _whole_pass(bound: Optional[dict]) -> bool:
+    """A `backward()` call the macro can stand for: it accumulates into
+    `.grad`, makes no graph of its own and has no `inputs`."""
+    return (bound is not None and bool(bound.get("accumulate_grad", True))
+            and not bound.get("create_graph", False) and not bound.get("inputs"))
+
+
+def eligible(entries: list, start: int, end: int) -> bool:
+    """Whether entries `start..end-1` can be made without the engine: plain
+    ops (results from the recipe alone), nothing fed, relaxed or computed
+    on the host (tape.py, replay._chain)."""
+    return end > start and all(
+        e.kind == "op" and e.plain and not (e.feeds or e.host_eval) and (not e.infer or e.memo is not None)
+        and e.relaxed is None and all(r[0] in ("new", "same", "view", "value") or (e.infer and r[0] == "infer")
+                                      for r in e.outs)
+        for e in entries[start:end])
+
+
+# -- the engine wrapper ------------------------------------------------------
+class _Engine:
+    """Stands for torch's `Variable._execution_engine`: `run_backward` of the
+    co-executed step's thread goes to `run`; anything else to the engine."""
+
+    def __init__(self, engine: Any):
+        self._engine = engine
+
+    def run_backward(self, *args: Any, **kwargs: Any) -> Any:
+        ex = tracing._ACTIVE
+        if (ex is None or getattr(ex, "b_blocks", None) is None or ex.thread != threading.get_ident()
+                or ex.paused or ex.b_depth):
+            return self._engine.run_backward(*args, **kwargs)
+        return run(ex, self._engine, args, kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+
+_INSTALLED = [False]
+
+
+def install() -> None:
+    """Wraps torch's engine and its hook registration APIs (once)."""
+    if _INSTALLED[0]:
+        return
+    _INSTALLED[0] = True
+    from torch.autograd.variable import Variable
+    Variable._execution_engine = _Engine(Variable._execution_engine)
+    _wrap_registration(torch.Tensor, "register_hook", hook_arg=0)
+    _wrap_registration(torch.Tensor, "register_post_accumulate_grad_hook", hook_arg=0)
+    _wrap_registration(torch.Tensor, "retain_grad", hook_arg=None)
+    mixin = getattr(torch.autograd.function, "_HookMixin", None)
+    if mixin is not None and "_register_hook" in mixin.__dict__:
+        orig = mixin.__dict__["_register_hook"].__func__
+
+        def _register_hook(backward_hooks: Any, hook: Any) -> Any:
+            if OWN_HOOKS[0]:
+                return orig(backward_hooks, hook)
+            HOOK_EPOCH[0] += 1
+            return orig(backward_hooks, _counted(hook))
+        mixin._register_hook = staticmethod(_register_hook)
+    graph = getattr(torch.autograd, "graph", None)
+    hooks_cls = getattr(graph, "saved_tensors_hooks", None) if graph is not None else None
+    if hooks_cls is not None:
+        orig_init = hooks_cls.__init__
+
+        def __init__(self: Any, *a: Any, **k: Any) -> None:
+            HOOK_EPOCH[0] += 1
+            orig_init(self, *a, **k)
+        hooks_cls.__init__ = __init__
+
+
+def _counted(hook: Any) -> Any:
+    def counted(*a: Any, **k: Any) -> Any:
+        _HOOK_CALLS[0] += 1
+        return hook(*a, **k)
+    try:
+        counted.__wrapped__ = hook  # type: ignore[attr-defined]
+    except AttributeError:
+        pass
+    return counted
+
+
+def _wrap_registration(cls: type, name: str, hook_arg: Optional[int]) -> None:
+    orig = getattr(cls, name, None)
+    if orig is None:
+        return
+
+    def wrapper(self: Any, *a: Any, **k: Any) -> Any:
+        HOOK_EPOCH[0] += 1
+        if hook_arg is not None and len(a) > hook_arg:
+            a = a[:hook_arg] + (_counted(a[hook_arg]),) + a[hook_arg + 1:]
+        return orig(self, *a, **k)
+    wrapper.__name__, wrapper.__doc__, wrapper.__wrapped__ = name, orig.__doc__, orig  # type: ignore[attr-defined]
+    setattr(cls, name, wrapper)
+
+
+# -- one backward call ---------------------------------------------------------
+def run(ex: Any, engine: Any, args: tuple, kwargs: dict) -> Any:
+    """A `run_backward` call of the co-executed step (see module doc)."""
+    if not ex.fast:
+        return _recorded(ex, engine, args, kwargs)
+    q = ex.pos
+    bound = _bind(args, kwargs)
+    if ENABLED and _whole_pass(bound) and not torch.is_anomaly_enabled() and ex.deviation is None:
+        fit = _fitting_block(ex, q, args, kwargs)
+        if fit is not None:
+            _apply(ex, *fit)
+            return ()
+        if HOOK_EPOCH[0] == ex.hook_epoch0 and sys.getprofile() is None and _unvalidated(ex, q):
+            return _validate(ex, engine, bound, args, kwargs)
+    call = _call_spec(ex, args, kwargs)
+    out = engine.run_backward(*args, **kwargs)
+    _note_left(ex, q, call)
+    return out
+
+
+def _call_spec(ex: Any, args: tuple, kwargs: dict) -> Any:
+    """The checks of a `run_backward` call (tape.spec_of with the identities
+    known so far: nothing is numbered here), or None."""
+    if not _whole_pass(_bind(args, kwargs)):
+        return None
+    try:
+        return spec_of(args, kwargs, lambda t: ex.idents.get(id(t)))
+    except Untapeable:
+        return None
+
+
+def _recorded(ex: Any, engine: Any, args: tuple, kwargs: dict) -> Any:
+    """While the iteration is recorded: which entries the pass made."""
+    start = len(ex.building)
+    call = _call_spec(ex, args, kwargs)
+    out = engine.run_backward(*args, **kwargs)
+    if call is not None and not ex.fast:
+        ex.b_blocks.append((start, len(ex.building), call))
+    return out
+
+
+def _note_left(ex: Any, q: int, call: Any) -> None:
+    """A replay that left its tape during the pass records the rest: the
+    pass is a block of the tape it leaves."""
+    if not ex.fast and call is not None:
+        ex.b_blocks.append((q, len(ex.building), call))
+
+
+def _unvalidated(ex: Any, q: int) -> bool:
+    """Whether the current tape or another that agrees with it up to `q` has
+    a pass at `q` not validated since the last hook registration."""
+    tape = ex.tape
+    here = tape.entries[q - 1].chain if q else None
+    epoch = HOOK_EPOCH[0]
+    for t in [tape] + [c for c in ex.tape_choices if c is not tape]:
+        block = t.blocks.get(q) if t.blocks else None
+        if block is None or block.epoch == epoch or block.end > t.limit:
+            continue
+        if t is tape or not q or (len(t.entries) >= q and t.entries[q - 1].chain == here):
+            return True
+    return False
+
+
+def _fitting_block(ex: Any, q: int, args: tuple, kwargs: dict) -> Optional[tuple]:
+    """A validated pass at entry `q` of the current tape, or of another tape
+    that agrees with it up to `q` (tapes differ inside passes: a gradient
+    taken over or accumulated), whose checks this call passes."""
+    epoch = HOOK_EPOCH[0]
+    if epoch != ex.hook_epoch0 or len(ex.replayed) != q:
+        return None
+    tape = ex.tape
+    here = tape.entries[q - 1].chain if q else None
+    pattern = None
+    for t in [tape] + [c for c in ex.tape_choices if c is not tape]:
+        block = t.blocks.get(q) if t.blocks else None
+        if block is None or block.state != "ok" or block.epoch != epoch or block.end > t.limit:
+            continue
+        if t is not tape and q and (len(t.entries) < q or t.entries[q - 1].chain != here):
+            continue
+        if pattern is None:
+            pattern = _pattern(ex, q)
+        if block.pattern == pattern and _checks_pass(ex, block, args, kwargs):
+            recipes = _memo_recipes(ex, t, block)
+            if recipes is not None:
+                ex.tape = t
+                return block, recipes
+    return None
+
+
+def _memo_recipes(ex: Any, tape: Any, block: Block) -> Optional[dict]:
+    """The recipes of the pass's entries whose shapes follow data-dependent
+    sizes (GPT-2's sequence lengths), as the replay memoized them for the
+    sizes met so far (replay.TapeRecorder._memo_key); None if one has none
+    yet (the engine-driven replay infers and memoizes them)."""
+    out: dict = {}
+    if not block.infer:
+        return out
+    key = tuple(ex.layout)
+    entries = tape.entries
+    for q in block.infer:  # (entry -> its results' aliases, checked)
+        e = entries[q]
+        recipes = e.memo.get(key)
+        if recipes is None or _aliases(recipes) != block.infer[q]:
+            return None
+        out[q] = recipes
+    return out
+
+
+def _pattern(ex: Any, q: int) -> list:
+    """The autograd node types of the results replayed before entry `q`, as
+    the next interaction found them (extended as the step goes: a record's
+    nodes are final once noted). Passes are left out: what their results'
+    nodes are depends on the engine (a saved result unpacked), not on the
+    forward ops."""
+    if ex._forward is not None:
+        ex._note_nodes()
+    known = ex.b_pattern
+    n = len(known)
+    if n < q:
+        inside: set = set()
+        for b in ex.tape.blocks.values():
+            if b.start < q and b.end > n:
+                inside.update(range(max(b.start, n), min(b.end, q)))
+        for k, r in enumerate(ex.replayed[n:q], n):
+            known.append("pass" if k in inside or r is None else None if r.nodes is None else tuple(type(x) for x in r.nodes))
+    return known[:q]
+
+
+def _checks_pass(ex: Any, block: Block, args: tuple, kwargs: dict) -> bool:
+    if not matches(block.call, args, kwargs, ex.idents, ex._host_ident):
+        return False
+    state = ex.initial_tensors
+    for name, rg in block.params:
+        t = state.get(name)
+        if t is None or t.requires_grad is not rg:
+            return False
+    for leaf_id, before, _ in block.leaves:
+        leaf = resolve(ex, leaf_id)
+        if leaf is None:
+            return False
+        g = leaf.grad
+        if (None if g is None else ex.idents.get(id(g))) != before:
+            return False
+    return all(resolve(ex, i) is not None for i in block.refs)
+
+
+def resolve(ex: Any, ident: Any) -> Optional[torch.Tensor]:
+    """This iteration's tensor with tape identity `ident`: a result of a
+    replayed entry, a state tensor as the step began, a numbered host
+    tensor, a step argument; None if there is none (or another tensor has that identity)."""
+    if isinstance(ident[0], int):
+        return ex._tensor_of(ident)
+    if ident[0] == "state":
+        t = ex.initial_tensors.get(ident[1])
+    elif ident[0] == "host":
+        t = ex.host_tensors.get(ident[1])
+    elif ident[0] == "arg":  # a step argument, by its path in (args, kwargs)
+        t = ex._call
+        for k in ident[1]:
+            try:
+                t = t[k]
+            except (KeyError, IndexError, TypeError):
+                return None
+        if not isinstance(t, torch.Tensor):
+            return None
+    else:
+        return None
+    return t if t is not None and ex.idents.get(id(t)) == ident else None
+
+
+class _PassLog:
+    """Stands in the co-executor's log for the ops of a pass replayed
+    whole, until `expand` puts them there."""
+
+    __slots__ = ()
+
+
+def _apply(ex: Any, block: Block, recipes: dict) -> None:
+    """The pass as the engine-driven replay would leave it, lazily: only the
+    results the rest of the tape refers to (and the in-place updates of
+    real tensors) are made now; every other result, the records a catch-up
+    reads and the log a deviation replays are made by `expand` if the step
+    ever needs them. The run gets the pass's effects, the leaves their
+    gradients."""
+    from .placeholder import Placeholder
+    from .replay import _Replayed
+    tape = ex.tape
+    entries = tape.entries
+    replayed = ex.replayed
+    start = block.start
+    replayed.extend([None] * (block.end - start))
+    make, name = ex._make_results, ex._name_replayed
+    for q, uses, specs in block.needed:
+        e = entries[q]
+        flat = None
+        if e.needs_flat:
+            flat = [None] * len(specs)
+            for k in uses:
+                flat[k] = _arg(ex, specs[k])
+        out = make(e, flat, recipes.get(q))
+        for k in e.written:
+            t = flat[k]
+            if type(t) is Placeholder:
+                t._terra_real = None
+            else:
+                ex._replay_written(t)
+        name(e, out)
+        replayed[q] = _Replayed(e, e.func, None, None, out, None, None)
+    marker = _PassLog()
+    ex.log.append(marker)
+    ex.deferred.append((tape, block, marker, recipes))
+    ex.pos = block.end
+    ex.current_site = entries[block.end - 1].site
+    if block.effects:
+        ex._emit(block.effects)
+    for leaf_id, before, after in block.leaves:
+        if after != before:
+            resolve(ex, leaf_id).grad = None if after is None else _arg(ex, ("T", after, None))
+    ex.backward_macros += 1
+
+
+def expand(ex: Any) -> None:
+    """Makes what `_apply` left out: every result of the passes replayed
+    whole, their records and their log entries, in order."""
+    from .replay import _Replayed
+    deferred, ex.deferred = ex.deferred, []
+    replayed, make, name = ex.replayed, ex._make_results, ex._name_replayed
+    for tape, block, marker, recipes in deferred:
+        entries = tape.entries
+        ops = []
+        for q in range(block.start, block.end):
+            e = entries[q]
+            sa, sk = e.spec
+            args = tuple([_arg(ex, x) for x in sa])
+            kwargs = {k: _arg(ex, x) for k, x in sk} if sk else {}
+            r = replayed[q]
+            if r is None:
+                out = make(e, flat_inputs(args, kwargs) if e.needs_flat else None, recipes.get(q))
+                name(e, out)
+                r = replayed[q] = _Replayed(e, e.func, args, kwargs, out, None, None)
+            else:
+                r.args, r.kwargs = args, kwargs
+            if not e.engine:  # noted as the replay notes an op it takes for a forward one
+                r.nodes = [o.grad_fn for o in _flat(r.out, e.struct) if isinstance(o, torch.Tensor)]
+            ops.append((e.func, args, kwargs, r.out, e.site))
+        log = ex.log
+        i = next(k for k, x in enumerate(log) if x is marker)
+        log[i:i + 1] = ops
+
+
+def _flat(out: Any, struct: Any) -> Any:
+    return (out,) if struct is None else out if struct is list or struct is tuple else tree_flatten(out)[0]
+
+
+def _arg(ex: Any, s: tuple) -> Any:
+    """The argument an entry's check `s` stands for (tape.spec_of)."""
+    kind = s[0]
+    if kind == "V":
+        return s[2]
+    if kind == "T":
+        ident = s[1]
+        if type(ident[0]) is int:
+            r = ex.replayed[ident[0]]
+            return _flat(r.out, r.entry.struct)[ident[1]]
+        return resolve(ex, ident)
+    return s[1](_arg(ex, x) for x in s[2])  # "L"
+
+
+# -- the validation ------------------------------------------------------------
+_TERRA_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+
+
+def _foreign(filename: str) -> bool:
+    """Whether Python code in `filename` running inside a backward pass is
+    the program's (a hook, a custom Function): anything but terra, torch
+    (its dispatch helpers and the decompositions shape inference uses; a
+    torch-defined hook is registered through the wrapped APIs, so counted)
+    and the standard library."""
+    path = os.path.abspath(filename)
+    if path.startswith(_TERRA_DIR) or path.startswith(_TORCH_DIR) or filename.startswith("<frozen"):
+        return False
+    return not (path.startswith(_STDLIB) and "-packages" not in path)
+
+
+def _walk(roots: list) -> tuple[list, bool]:
+    """The leaves (AccumulateGrad variables) of the graph under `roots`, and
+    whether it has a node that runs Python (a custom Function, a module's
+    backward hooks) or a leaf with hooks of its own."""
+    python_fn = getattr(torch.autograd.function, "BackwardCFunction", None)
+    seen: set = set()
+    stack = [r.grad_fn for r in roots if isinstance(r, torch.Tensor) and r.grad_fn is not None]
+    leaves: list = []
+    kept: list = []  # node wrappers die when dropped, and their ids are reused
+    hooked = False
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        kept.append(node)
+        if python_fn is not None and isinstance(node, python_fn):
+            hooked = True
+        var = getattr(node, "variable", None)
+        if type(node).__name__ == "AccumulateGrad" and isinstance(var, torch.Tensor):
+            if not any(v is var for v in leaves):
+                leaves.append(var)
+            if getattr(var, "_backward_hooks", None) or getattr(var, "_post_accumulate_grad_hooks", None):
+                hooked = True
+            continue
+        stack.extend(n for n, _ in node.next_functions)
+    return leaves, hooked
+
+
+def _validate(ex: Any, engine: Any, bound: dict, args: tuple, kwargs: dict) -> Any:
+    """Runs the pass through the engine once more, watching that nothing
+    but the engine runs; if the replay followed a pass of its tape (the
+    tape it holds at the end: the engine's ops may choose another that
+    agrees so far), records there what the macro checks and does."""
+    q = ex.pos
+    call = _call_spec(ex, args, kwargs)
+    roots = list(bound.get("tensors") or ())
+    leaves, hooked = _walk(roots)
+    epoch, calls = HOOK_EPOCH[0], _HOOK_CALLS[0]
+    cpu = all(t.device.type == "cpu" for t in leaves) and all(
+        isinstance(r, torch.Tensor) and r.device.type == "cpu" for r in roots)
+    idents = ex.idents
+    before = []
+    for leaf in leaves:
+        g = leaf.grad
+        before.append((idents.get(id(leaf)), None if g is None else idents.get(id(g), ())))
+    pattern = _pattern(ex, q)
+    foreign: list = []
+
+    def watch(frame: Any, event: str, _arg: Any) -> None:
+        if event == "call" and not foreign and _foreign(frame.f_code.co_filename):
+            foreign.append(frame.f_code.co_filename)
+
+    sys.setprofile(watch)
+    try:
+        out = engine.run_backward(*args, **kwargs)
+    finally:
+        sys.setprofile(None)
+    tape = ex.tape
+    block = tape.blocks.get(q) if ex.fast and tape.blocks else None
+    if (block is None or ex.pos != block.end or ex.deviation is not None or HOOK_EPOCH[0] != epoch
+            or block.end > tape.limit):
+        _note_left(ex, q, call)
+        return out  # the replay did not follow a pass of its tape: nothing learnt
+    why = None
+    if hooked or foreign or _HOOK_CALLS[0] != calls:
+        why = "Python code runs in the backward pass" + (f" ({foreign[0]})" if foreign else "")
+    elif not cpu:
+        why = "not a CPU graph"
+    rows = []
+    refs: set = set()
+    if why is None:
+        for leaf, (leaf_id, was) in zip(leaves, before):
+            g = leaf.grad
+            now = None if g is None else idents.get(id(g), ())
+            if leaf_id is None or was == () or now == () or resolve(ex, leaf_id) is not leaf:
+                why = "a leaf or gradient the tape does not know"
+                break
+            rows.append((leaf_id, was, now))
+        for e in tape.entries[block.start:block.end]:
+            _refs(e.spec, refs)
+        if why is None and any(resolve(ex, i) is None for i in refs):
+            why = "an argument the tape cannot find again"
+    block.epoch = epoch
+    if why is not None:
+        block.state = why
+        if _LOG:
+            print(f"[terra] backward pass at entry {q} runs through the engine: {why}", file=sys.stderr,
+                  flush=True)
+        return out
+    block.leaves, block.refs, block.pattern = tuple(rows), tuple(refs), pattern
+    key = tuple(ex.layout)
+    memo = {k: tape.entries[k].memo.get(key) for k in range(block.start, block.end) if tape.entries[k].infer}
+    if any(r is None for r in memo.values()):
+        block.state = "shapes the replay did not memoize"
+        return out
+    block.needed = _needed(tape, block, [now for _, _, now in rows], memo)
+    block.effects = [eff for e in tape.entries[block.start:block.end] for eff in e.effects]
+    block.infer = {k: _aliases(r) for k, r in memo.items()}
+    block.params = tuple((name, t.requires_grad) for name, t in ex.initial_tensors.items()
+                         if name.startswith("param:"))
+    block.state = "ok"
+    return out
+
+
+def _flat_specs(spec: Any) -> list:
+    """The checks of an entry's flat tensor inputs (tape.flat_inputs' order)."""
+    out = []
+    sa, sk = spec
+    for s in list(sa) + [s for _, s in sk]:
+        if s[0] == "T":
+            out.append(s)
+        elif s[0] == "L":
+            out.extend(x for x in s[2] if x[0] == "T")
+    return out
+
+
+def _idents_in(e: Any) -> list:
+    """Every tensor identity an entry checks (a read's check is one)."""
+    if e.func is None and e.kind == "mat":
+        return [e.spec] if isinstance(e.spec, tuple) else []
+    found: list = []
+
+    def leaf(s: tuple) -> None:
+        if s[0] == "T":
+            found.append(s[1])
+        elif s[0] == "L":
+            for x in s[2]:
+                leaf(x)
+    if isinstance(e.spec, tuple) and len(e.spec) == 2:
+        sa, sk = e.spec
+        for s in sa:
+            leaf(s)
+        for _, s in sk:
+            leaf(s)
+    return found
+
+
+def _aliases(recipes: Any) -> list:
+    """Which results are an input or a view of one (recipe kind, input)."""
+    return [r[:2] for r in recipes if r[0] in ("same", "view")]
+
+
+def _needed(tape: Any, block: Block, grads: list, memo: dict) -> tuple:
+    """Which of the pass's entries `_apply` must make: those whose results
+    the program can reach (the leaves' new gradients, anything a later
+    entry or the tape's end refers to, and what those are views or aliases
+    of) and those that update a tensor made outside the pass in place."""
+    start, end, entries = block.start, block.end, tape.entries
+
+    def inside(i: Any) -> bool:
+        return isinstance(i, tuple) and bool(i) and type(i[0]) is int and start <= i[0] < end
+    work = [i for i in grads if inside(i)]
+    for e in entries[end:]:
+        work.extend(i for i in _idents_in(e) if inside(i))
+    if tape.end is not None:
+        work.extend(i for _, i in tape.end.slots if inside(i))
+        work.extend(i for i in tape.end.result if inside(i))
+        work.extend(i for i in tape.end.escapes if inside(i))
+    specs = {q: _flat_specs(entries[q].spec) for q in range(start, end)}
+    uses: dict = {}
+
+    def need(q: int) -> None:
+        if q in uses:
+            return
+        e = entries[q]
+        used = uses[q] = set(e.written)
+        used.update(r[1] for r in memo.get(q, e.outs) if r[0] in ("same", "view"))
+        work.extend(specs[q][k][1] for k in used if inside(specs[q][k][1]))
+    for q in range(start, end):
+        if any(not inside(specs[q][k][1]) for k in entries[q].written):
+            need(q)
+    while work:
+        need(work.pop()[0])
+    return tuple((q, tuple(sorted(uses[q])), specs[q]) for q in sorted(uses))
+
+
+def _refs(spec: Any, out: set) -> None:
+    """Identities in an entry's checks that are not results of entries
+    (state, host tensors): the macro looks them up."""
+    def leaf(s: tuple) -> None:
+        if s[0] == "T":
+            if not isinstance(s[1][0], int):
+                out.add(s[1])
+        elif s[0] == "L":
+            for x in s[2]:
+                leaf(x)
+    sa, sk = spec
+    for s in sa:
+        leaf(s)
+    for _, s in sk:
+        leaf(s)
