@@ -329,7 +329,8 @@ def _pattern(ex: Any, q: int) -> list:
             if b.start < q and b.end > n:
                 inside.update(range(max(b.start, n), min(b.end, q)))
         for k, r in enumerate(ex.replayed[n:q], n):
-            known.append("pass" if k in inside or r is None else None if r.nodes is None else tuple(type(x) for x in r.nodes))
+            known.append("pass" if k in inside or r is None else None if r.nodes is None
+                         else tuple(map(type, r.nodes)))
     return known[:q]
 
 
@@ -341,14 +342,15 @@ def _checks_pass(ex: Any, block: Block, args: tuple, kwargs: dict) -> bool:
         t = state.get(name)
         if t is None or t.requires_grad is not rg:
             return False
+    idents = ex.idents
     for leaf_id, before, _ in block.leaves:
-        leaf = resolve(ex, leaf_id)
+        leaf = state.get(leaf_id[1]) if leaf_id[0] == "state" else resolve(ex, leaf_id)
         if leaf is None:
             return False
         g = leaf.grad
-        if (None if g is None else ex.idents.get(id(g))) != before:
+        if (None if g is None else idents.get(id(g))) != before:
             return False
-    return all(resolve(ex, i) is not None for i in block.refs)
+    return all(resolve(ex, i) is not None for i in block.refs)  # (host tensors, step arguments)
 
 
 def resolve(ex: Any, ident: Any) -> Optional[torch.Tensor]:
@@ -359,8 +361,10 @@ def resolve(ex: Any, ident: Any) -> Optional[torch.Tensor]:
         return ex._tensor_of(ident)
     if ident[0] == "state":
         t = ex.initial_tensors.get(ident[1])
-    elif ident[0] == "host":
+    elif ident[0] == "host":  # the n-th host memory (its sizes may be relaxed: tape.relax_host_shapes)
         t = ex.host_tensors.get(ident[1])
+        i = ex.idents.get(id(t)) if t is not None else None
+        return t if i is not None and i[:2] == ident[:2] else None
     elif ident[0] == "arg":  # a step argument, by its path in (args, kwargs)
         t = ex._call
         for k in ident[1]:
@@ -581,7 +585,8 @@ def _validate(ex: Any, engine: Any, bound: dict, args: tuple, kwargs: dict) -> A
             print(f"[terra] backward pass at entry {q} runs through the engine: {why}", file=sys.stderr,
                   flush=True)
         return out
-    block.leaves, block.refs, block.pattern = tuple(rows), tuple(refs), pattern
+    # State tensors are the step's initial ones by name: found every step.
+    block.leaves, block.refs, block.pattern = tuple(rows), tuple(i for i in refs if i[0] != "state"), pattern
     key = tuple(ex.layout)
     memo = {k: tape.entries[k].memo.get(key) for k in range(block.start, block.end) if tape.entries[k].infer}
     if any(r is None for r in memo.values()):

@@ -172,6 +172,8 @@ def engine_frame(thread_id: int) -> Optional[types.FrameType]:
     site is captured from this frame, exactly as the same op run by the
     engine on the calling thread would be."""
     f = sys._current_frames().get(thread_id)
+    while f is not None and _own_frame(f.f_code):  # terra's engine wrapper (backward.py)
+        f = f.f_back
     if f is None or f.f_code.co_name not in _ENGINE_ENTRIES:
         return None
     if "torch" + os.sep + "autograd" + os.sep not in f.f_code.co_filename.replace("/", os.sep):

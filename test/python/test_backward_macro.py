@@ -284,3 +284,33 @@ def test_a_convolutional_program_with_batch_norm() -> None:
     from coexec_helpers import images
     stats = compare(make, images(8), max_fallbacks=0)
     assert _macros(stats)[-1] == 1, _macros(stats)
+
+
+def test_a_thread_waiting_in_the_wrapped_engine_is_seen_waiting_in_the_engine() -> None:
+    """CUDA backwards run on the engine's device threads; their ops are the
+    step's while its thread waits in `torch.autograd`'s entry
+    (sites.engine_frame). The engine wrapper's frames sit between that
+    entry and the engine: they must not hide it."""
+    import threading
+
+    from terra import sites
+
+    backward.install()
+    w = torch.randn(1500, 1500, requires_grad=True)
+    x = torch.randn(1500, 1500)
+    loss = (x @ w @ w @ w @ w).sum()
+    seen: list = []
+    started = threading.Event()
+
+    def run() -> None:
+        started.set()
+        loss.backward()
+    t = threading.Thread(target=run)
+    t.start()
+    started.wait()
+    while t.is_alive() and not seen:
+        f = sites.engine_frame(t.ident)
+        if f is not None:
+            seen.append(f.f_code.co_name)
+    t.join()
+    assert seen and seen[0] in ("backward", "_engine_run_backward"), seen
