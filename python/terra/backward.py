@@ -548,6 +548,7 @@ def _validate(ex: Any, engine: Any, bound: dict, args: tuple, kwargs: dict) -> A
         if event == "call" and not foreign and _foreign(frame.f_code.co_filename):
             foreign.append(frame.f_code.co_filename)
 
+    ex.backward_validations += 1
     sys.setprofile(watch)
     try:
         out = engine.run_backward(*args, **kwargs)

@@ -355,6 +355,7 @@ class CoExecutor(TapeRecorder, _Recorder):
         self.b_blocks: list = []
         self.hook_epoch0 = backward.HOOK_EPOCH[0]
         self.backward_macros = 0
+        self.backward_validations = 0
         self.b_pattern: list = []  # backward._pattern's node types so far
         self.deferred: list = []  # passes replayed whole whose records wait (backward.expand)
 

@@ -618,7 +618,8 @@ class TerraFunction:
         step = {"phase": "coexec", "host_exec_s": max(wall - h_stall, 0.0), "host_stall_s": h_stall,
                 "graph_exec_s": g_exec, "graph_stall_s": g_stall,
                 "graph_reads": ex.graph_reads, "host_reads": ex.host_reads,
-                "replayed": ex.fast, "replayed_entries": ex.pos, "backward_macros": ex.backward_macros}
+                "replayed": ex.fast, "replayed_entries": ex.pos, "backward_macros": ex.backward_macros,
+                "backward_validations": ex.backward_validations}
         self.stats.coexec_iterations += 1
         self.stats.replayed_iterations += ex.fast
         self.stats.host_exec_s += step["host_exec_s"]

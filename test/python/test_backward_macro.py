@@ -49,6 +49,8 @@ def test_a_backward_pass_is_replayed_whole_after_its_validation(optimizer: Any, 
     macros = _macros(stats)
     # recorded, validated, then every later step replays its pass whole
     assert macros[:2] == [0, 0] and macros[2:] == [1] * (len(macros) - 2), macros
+    validations = [s.get("backward_validations", 0) for s in stats["steps"] if s["phase"] == "coexec"]
+    assert validations == [0, 1] + [0] * (len(macros) - 2), validations
 
 
 def test_the_macro_leaves_exactly_what_the_engine_driven_replay_leaves(monkeypatch: pytest.MonkeyPatch) -> None:
