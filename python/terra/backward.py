@@ -393,7 +393,6 @@ def _apply(ex: Any, block: Block, recipes: dict) -> None:
     reads and the log a deviation replays are made by `expand` if the step
     ever needs them. The run gets the pass's effects, the leaves their
     gradients."""
-    from .placeholder import Placeholder
     from .replay import _Replayed
     tape = ex.tape
     entries = tape.entries
@@ -409,12 +408,8 @@ def _apply(ex: Any, block: Block, recipes: dict) -> None:
             for k in uses:
                 flat[k] = _arg(ex, specs[k])
         out = make(e, flat, recipes.get(q))
-        for k in e.written:
-            t = flat[k]
-            if type(t) is Placeholder:
-                t._terra_real = None
-            else:
-                ex._replay_written(t)
+        if e.written:
+            ex._replay_writes(e, flat)
         name(e, out)
         replayed[q] = _Replayed(e, e.func, None, None, out, None, None)
     marker = _PassLog()

@@ -556,12 +556,8 @@ class TapeRecorder:
         if kind == "op":  # (the log replays ops at a deviation; random numbers log their own)
             self.log.append((func, args, kwargs, WeakResults(out, self) if e.engine else out, e.site))
             host = self._host_eval(func, e.name, args, kwargs, out) if e.host_eval else None
-            for k in e.written:
-                t = flat[k]
-                if type(t) is Placeholder:
-                    t._terra_real = None
-                else:
-                    self._replay_written(t)
+            if e.written:
+                self._replay_writes(e, flat)
             if host is not None:
                 self._host_result = host
                 self._apply_host_result()
@@ -688,6 +684,16 @@ class TapeRecorder:
         for t in ts:
             if ptrs is None or t.data_ptr() in ptrs:
                 values.pop(self.key(t), None)
+
+    def _replay_writes(self, e: Entry, flat: list) -> None:
+        """Entry `e`'s in-place writes into its flat inputs: a placeholder's
+        value is stale, a real tensor's host-computed value too."""
+        for k in e.written:
+            t = flat[k]
+            if type(t) is Placeholder:
+                t._terra_real = None
+            else:
+                self._replay_written(t)
 
     def _replay_written(self, t: torch.Tensor) -> None:
         if isinstance(t, Placeholder):

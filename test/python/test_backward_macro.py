@@ -24,7 +24,25 @@ try:
 except NativeModuleMissing as exc:  # pragma: no cover - the build makes it
     pytest.skip(str(exc), allow_module_level=True)
 
-from coexec_helpers import batches, compare, mlp, sgd_program  # noqa: E402
+from coexec_helpers import batches, compare, images, mlp, sgd_program  # noqa: E402
+
+
+def _training(model: nn.Module, opt: torch.optim.Optimizer, before: Any = None, forward: Any = None,
+              set_to_none: bool = False) -> tuple:
+    """(step, model, opt) of a plain training step: `before(n)` runs first
+    at the n-th step, `forward(x)` gives the logits (the model's by default)."""
+    n = [0]
+
+    def step(x, y):
+        n[0] += 1
+        if before is not None:
+            before(n[0])
+        loss = F.cross_entropy((forward or model)(x), y)
+        opt.zero_grad(set_to_none=set_to_none)
+        loss.backward()
+        opt.step()
+        return loss
+    return step, model, opt
 
 
 def _macros(stats: dict) -> list[int]:
@@ -36,15 +54,7 @@ def _macros(stats: dict) -> list[int]:
 def test_a_backward_pass_is_replayed_whole_after_its_validation(optimizer: Any, set_to_none: bool) -> None:
     def make() -> tuple:
         model = mlp()
-        opt = optimizer(model.parameters(), lr=0.05)
-
-        def step(x, y):
-            loss = F.cross_entropy(model(x), y)
-            opt.zero_grad(set_to_none=set_to_none)
-            loss.backward()
-            opt.step()
-            return loss
-        return step, model, opt
+        return _training(model, optimizer(model.parameters(), lr=0.05), set_to_none=set_to_none)
     stats = compare(make, batches(10), max_fallbacks=0)
     macros = _macros(stats)
     # recorded, validated, then every later step replays its pass whole
@@ -114,20 +124,12 @@ def test_a_hook_registered_mid_training_runs_as_in_eager() -> None:
 
     def make() -> tuple:
         model = mlp()
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        n = [0]
         seen = calls.setdefault(id(model), [])
 
-        def step(x, y):
-            n[0] += 1
-            if n[0] == 6:  # halves the first layer's gradient from now on, and counts
+        def before(n: int) -> None:
+            if n == 6:  # halves the first layer's gradient from now on, and counts
                 model[0].weight.register_hook(lambda g: (seen.append(1), g * 0.5)[1])
-            loss = F.cross_entropy(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-        return step, model, opt
+        return _training(model, torch.optim.SGD(model.parameters(), lr=0.1), before)
     stats = compare(make, batches(10), max_fallbacks=2)
     counts = sorted(len(v) for v in calls.values())
     assert counts == [5, 5], counts
@@ -139,19 +141,12 @@ def test_a_c_callable_hook_is_called_as_in_eager() -> None:
 
     def make() -> tuple:
         model = mlp()
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
         grads = kept.setdefault(id(model), [])
-        n = [0]
 
-        def step(x, y):
-            n[0] += 1
-            if n[0] == 6:
+        def before(n: int) -> None:
+            if n == 6:
                 model[2].bias.register_hook(grads.append)  # a C method: no Python frame runs
-            loss = F.cross_entropy(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        return step, model, opt
+        return _training(model, torch.optim.SGD(model.parameters(), lr=0.1), before)
     compare(make, batches(10), max_fallbacks=2)
     assert sorted(len(v) for v in kept.values()) == [5, 5]
 
@@ -171,14 +166,8 @@ def test_a_custom_function_with_python_in_its_backward() -> None:
 
     def make() -> tuple:
         model = mlp()
-        opt = torch.optim.SGD(model.parameters(), lr=0.05)
-
-        def step(x, y):
-            loss = F.cross_entropy(Scale.apply(model(x)), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        return step, model, opt
+        return _training(model, torch.optim.SGD(model.parameters(), lr=0.05),
+                         forward=lambda x: Scale.apply(model(x)))
     stats = compare(make, batches(8), max_fallbacks=8)
     assert len(runs) == 16  # eager's 8 and terra's 8
     assert sum(_macros(stats)) == 0
@@ -190,14 +179,7 @@ def test_a_module_backward_hook_runs_every_step() -> None:
     def make() -> tuple:
         model = mlp()
         model[2].register_full_backward_hook(lambda mod, gin, gout: runs.append(1))
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-
-        def step(x, y):
-            loss = F.cross_entropy(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        return step, model, opt
+        return _training(model, torch.optim.SGD(model.parameters(), lr=0.1))
     stats = compare(make, batches(8), max_fallbacks=8)
     assert len(runs) == 16
     assert sum(_macros(stats)) == 0
@@ -206,18 +188,8 @@ def test_a_module_backward_hook_runs_every_step() -> None:
 def test_a_parameter_frozen_mid_training() -> None:
     def make() -> tuple:
         model = mlp()
-        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-        n = [0]
-
-        def step(x, y):
-            n[0] += 1
-            model[0].weight.requires_grad_(n[0] < 6)
-            loss = F.cross_entropy(model(x), y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            return loss
-        return step, model, opt
+        return _training(model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+                         lambda n: model[0].weight.requires_grad_(n < 6), set_to_none=True)
     stats = compare(make, batches(12), max_fallbacks=2)
     assert _macros(stats)[-1] == 1, _macros(stats)
 
@@ -274,16 +246,7 @@ def test_a_convolutional_program_with_batch_norm() -> None:
         # full steps of random sign, eager's as much as terra's)
         model = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1, bias=False), nn.BatchNorm2d(4), nn.ReLU(inplace=True),
                               nn.Flatten(), nn.Linear(4 * 8 * 8, 3))
-        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-
-        def step(x, y):
-            loss = F.cross_entropy(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-        return step, model, opt
-    from coexec_helpers import images
+        return _training(model, torch.optim.Adam(model.parameters(), lr=1e-3))
     stats = compare(make, images(8), max_fallbacks=0)
     assert _macros(stats)[-1] == 1, _macros(stats)
 
