@@ -279,3 +279,43 @@ def test_a_thread_waiting_in_the_wrapped_engine_is_seen_waiting_in_the_engine() 
             seen.append(f.f_code.co_name)
     t.join()
     assert seen and seen[0] in ("backward", "_engine_run_backward"), seen
+
+
+def test_a_graph_retained_for_a_second_pass() -> None:
+    """`backward(retain_graph=True)` then `backward()` through the same
+    graph: two passes with other flags, each replayed whole."""
+    def make() -> tuple:
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y):
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward(retain_graph=True)
+            (loss * 0.5).backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    stats = compare(make, batches(8), max_fallbacks=0)
+    assert _macros(stats)[-1] == 2, _macros(stats)
+
+
+def test_a_gradient_penalty_through_autograd_grad() -> None:
+    """`torch.autograd.grad(..., create_graph=True)` is not a pass the macro
+    stands for (it makes a graph); the `backward()` through that graph is."""
+    def make() -> tuple:
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+
+        def step(x, y):
+            x = x.clone().requires_grad_()
+            loss = F.cross_entropy(model(x), y)
+            gx, = torch.autograd.grad(loss, x, create_graph=True)
+            total = loss + 0.1 * gx.pow(2).sum()
+            opt.zero_grad()
+            total.backward()
+            opt.step()
+            return total
+        return step, model, opt
+    stats = compare(make, batches(8), max_fallbacks=0)
+    assert _macros(stats)[-1] == 1, _macros(stats)
