@@ -56,14 +56,13 @@ import os
 import sys
 import sysconfig
 import threading
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import torch
-from torch.utils._pytree import tree_flatten
 
 from . import tracing
 from .sites import OWN_HOOKS
-from .tape import Untapeable, flat_inputs, matches, spec_of
+from .tape import Untapeable, flat_inputs, flat_results, matches, spec_of, tensor_idents
 
 ENABLED = os.environ.get("TERRA_BACKWARD_MACRO", "1") != "0"
 # Bumped by every hook registration (see module doc); [0] to share a cell.
@@ -93,7 +92,7 @@ class Block:
         self.pattern: tuple = ()  # autograd node types of the forward results before the pass
         self.refs: tuple = ()  # identities the entries read that are not results of entries
         # The entries `_apply` makes (the rest wait for `expand`): (entry,
-        # flat inputs its results or in-place updates use, flat input checks).
+        # flat inputs its results or in-place updates use, their identities).
         self.needed: tuple = ()
         self.effects: list = []  # the entries' run effects, in order
         # Entries whose recipes are memoized per layout of sizes -> which of
@@ -120,11 +119,8 @@ def eligible(entries: list, start: int, end: int) -> bool:
     """Whether entries `start..end-1` can be made without the engine: plain
     ops (results from the recipe alone), nothing fed, relaxed or computed
     on the host (tape.py, replay._chain)."""
-    return end > start and all(
-        e.kind == "op" and e.plain and not (e.feeds or e.host_eval) and (not e.infer or e.memo is not None)
-        and e.relaxed is None and all(r[0] in ("new", "same", "view", "value") or (e.infer and r[0] == "infer")
-                                      for r in e.outs)
-        for e in entries[start:end])
+    return end > start and all(e.plain and not (e.feeds or e.host_eval) and e.relaxed is None
+                               for e in entries[start:end])
 
 
 # -- the engine wrapper ------------------------------------------------------
@@ -219,16 +215,17 @@ def run(ex: Any, engine: Any, args: tuple, kwargs: dict) -> Any:
             return ()
         if HOOK_EPOCH[0] == ex.hook_epoch0 and sys.getprofile() is None and _unvalidated(ex, q):
             return _validate(ex, engine, bound, args, kwargs)
-    call = _call_spec(ex, args, kwargs)
+    call = _call_spec(ex, bound, args, kwargs)
     out = engine.run_backward(*args, **kwargs)
     _note_left(ex, q, call)
     return out
 
 
-def _call_spec(ex: Any, args: tuple, kwargs: dict) -> Any:
-    """The checks of a `run_backward` call (tape.spec_of with the identities
-    known so far: nothing is numbered here), or None."""
-    if not _whole_pass(_bind(args, kwargs)):
+def _call_spec(ex: Any, bound: Optional[dict], args: tuple, kwargs: dict) -> Any:
+    """The checks of a `run_backward` call (`bound`: its arguments by name;
+    tape.spec_of with the identities known so far: nothing is numbered
+    here), or None if the macro cannot stand for it."""
+    if not _whole_pass(bound):
         return None
     try:
         return spec_of(args, kwargs, lambda t: ex.idents.get(id(t)))
@@ -239,7 +236,7 @@ def _call_spec(ex: Any, args: tuple, kwargs: dict) -> Any:
 def _recorded(ex: Any, engine: Any, args: tuple, kwargs: dict) -> Any:
     """While the iteration is recorded: which entries the pass made."""
     start = len(ex.building)
-    call = _call_spec(ex, args, kwargs)
+    call = _call_spec(ex, _bind(args, kwargs), args, kwargs)
     out = engine.run_backward(*args, **kwargs)
     if call is not None and not ex.fast:
         ex.b_blocks.append((start, len(ex.building), call))
@@ -256,33 +253,29 @@ def _note_left(ex: Any, q: int, call: Any) -> None:
 def _unvalidated(ex: Any, q: int) -> bool:
     """Whether the current tape or another that agrees with it up to `q` has
     a pass at `q` not validated since the last hook registration."""
-    tape = ex.tape
-    here = tape.entries[q - 1].chain if q else None
     epoch = HOOK_EPOCH[0]
-    for t in [tape] + [c for c in ex.tape_choices if c is not tape]:
+    return any(block.epoch != epoch for _, block in _blocks_at(ex, q))
+
+
+def _blocks_at(ex: Any, q: int) -> Iterator[tuple]:
+    """(tape, pass) for the passes at entry `q` of the current tape and of
+    the tapes that agree with it so far (tapes differ inside passes: a
+    gradient taken over or accumulated)."""
+    for t in ex._agreeing_tapes(q):
         block = t.blocks.get(q) if t.blocks else None
-        if block is None or block.epoch == epoch or block.end > t.limit:
-            continue
-        if t is tape or not q or (len(t.entries) >= q and t.entries[q - 1].chain == here):
-            return True
-    return False
+        if block is not None and block.end <= t.limit:
+            yield t, block
 
 
 def _fitting_block(ex: Any, q: int, args: tuple, kwargs: dict) -> Optional[tuple]:
-    """A validated pass at entry `q` of the current tape, or of another tape
-    that agrees with it up to `q` (tapes differ inside passes: a gradient
-    taken over or accumulated), whose checks this call passes."""
+    """A validated pass at entry `q` (`_blocks_at`) whose checks this call
+    passes, with its memoized recipes."""
     epoch = HOOK_EPOCH[0]
     if epoch != ex.hook_epoch0 or len(ex.replayed) != q:
         return None
-    tape = ex.tape
-    here = tape.entries[q - 1].chain if q else None
     pattern = None
-    for t in [tape] + [c for c in ex.tape_choices if c is not tape]:
-        block = t.blocks.get(q) if t.blocks else None
-        if block is None or block.state != "ok" or block.epoch != epoch or block.end > t.limit:
-            continue
-        if t is not tape and q and (len(t.entries) < q or t.entries[q - 1].chain != here):
+    for t, block in _blocks_at(ex, q):
+        if block.state != "ok" or block.epoch != epoch:
             continue
         if pattern is None:
             pattern = _pattern(ex, q)
@@ -400,13 +393,13 @@ def _apply(ex: Any, block: Block, recipes: dict) -> None:
     start = block.start
     replayed.extend([None] * (block.end - start))
     make, name = ex._make_results, ex._name_replayed
-    for q, uses, specs in block.needed:
+    for q, uses, inputs in block.needed:
         e = entries[q]
         flat = None
         if e.needs_flat:
-            flat = [None] * len(specs)
+            flat = [None] * len(inputs)
             for k in uses:
-                flat[k] = _arg(ex, specs[k])
+                flat[k] = resolve(ex, inputs[k])
         out = make(e, flat, recipes.get(q))
         if e.written:
             ex._replay_writes(e, flat)
@@ -421,7 +414,7 @@ def _apply(ex: Any, block: Block, recipes: dict) -> None:
         ex._emit(block.effects)
     for leaf_id, before, after in block.leaves:
         if after != before:
-            resolve(ex, leaf_id).grad = None if after is None else _arg(ex, ("T", after, None))
+            resolve(ex, leaf_id).grad = None if after is None else resolve(ex, after)
     ex.backward_macros += 1
 
 
@@ -447,15 +440,11 @@ def expand(ex: Any) -> None:
             else:
                 r.args, r.kwargs = args, kwargs
             if not e.engine:  # noted as the replay notes an op it takes for a forward one
-                r.nodes = [o.grad_fn for o in _flat(r.out, e.struct) if isinstance(o, torch.Tensor)]
+                r.nodes = [o.grad_fn for o in flat_results(r.out, e.struct) if isinstance(o, torch.Tensor)]
             ops.append((e.func, args, kwargs, r.out, e.site))
         log = ex.log
         i = next(k for k, x in enumerate(log) if x is marker)
         log[i:i + 1] = ops
-
-
-def _flat(out: Any, struct: Any) -> Any:
-    return (out,) if struct is None else out if struct is list or struct is tuple else tree_flatten(out)[0]
 
 
 def _arg(ex: Any, s: tuple) -> Any:
@@ -464,11 +453,7 @@ def _arg(ex: Any, s: tuple) -> Any:
     if kind == "V":
         return s[2]
     if kind == "T":
-        ident = s[1]
-        if type(ident[0]) is int:
-            r = ex.replayed[ident[0]]
-            return _flat(r.out, r.entry.struct)[ident[1]]
-        return resolve(ex, ident)
+        return resolve(ex, s[1])
     return s[1](_arg(ex, x) for x in s[2])  # "L"
 
 
@@ -525,7 +510,7 @@ def _validate(ex: Any, engine: Any, bound: dict, args: tuple, kwargs: dict) -> A
     tape it holds at the end: the engine's ops may choose another that
     agrees so far), records there what the macro checks and does."""
     q = ex.pos
-    call = _call_spec(ex, args, kwargs)
+    call = _call_spec(ex, bound, args, kwargs)
     roots = list(bound.get("tensors") or ())
     leaves, hooked = _walk(roots)
     epoch, calls = HOOK_EPOCH[0], _HOOK_CALLS[0]
@@ -570,8 +555,7 @@ def _validate(ex: Any, engine: Any, bound: dict, args: tuple, kwargs: dict) -> A
                 why = "a leaf or gradient the tape does not know"
                 break
             rows.append((leaf_id, was, now))
-        for e in tape.entries[block.start:block.end]:
-            _refs(e.spec, refs)
+        refs = {i for e in tape.entries[block.start:block.end] for i in _idents_in(e) if not isinstance(i[0], int)}
         if why is None and any(resolve(ex, i) is None for i in refs):
             why = "an argument the tape cannot find again"
     block.epoch = epoch
@@ -594,18 +578,6 @@ def _validate(ex: Any, engine: Any, bound: dict, args: tuple, kwargs: dict) -> A
     block.params = tuple((name, t.requires_grad) for name, t in ex.initial_tensors.items()
                          if name.startswith("param:"))
     block.state = "ok"
-    return out
-
-
-def _flat_specs(spec: Any) -> list:
-    """The checks of an entry's flat tensor inputs (tape.flat_inputs' order)."""
-    out = []
-    sa, sk = spec
-    for s in list(sa) + [s for _, s in sk]:
-        if s[0] == "T":
-            out.append(s)
-        elif s[0] == "L":
-            out.extend(x for x in s[2] if x[0] == "T")
     return out
 
 
@@ -636,7 +608,8 @@ def _aliases(recipes: Any) -> list:
 
 
 def _needed(tape: Any, block: Block, grads: list, memo: dict) -> tuple:
-    """Which of the pass's entries `_apply` must make: those whose results
+    """Which of the pass's entries `_apply` must make (entry, flat inputs it
+    uses, the identities of its flat inputs): those whose results
     the program can reach (the leaves' new gradients, anything a later
     entry or the tape's end refers to, and what those are views or aliases
     of) and those that update a tensor made outside the pass in place."""
@@ -651,7 +624,7 @@ def _needed(tape: Any, block: Block, grads: list, memo: dict) -> tuple:
         work.extend(i for _, i in tape.end.slots if inside(i))
         work.extend(i for i in tape.end.result if inside(i))
         work.extend(i for i in tape.end.escapes if inside(i))
-    specs = {q: _flat_specs(entries[q].spec) for q in range(start, end)}
+    specs = {q: tensor_idents(entries[q].spec) for q in range(start, end)}
     uses: dict = {}
 
     def need(q: int) -> None:
@@ -660,27 +633,10 @@ def _needed(tape: Any, block: Block, grads: list, memo: dict) -> tuple:
         e = entries[q]
         used = uses[q] = set(e.written)
         used.update(r[1] for r in memo.get(q, e.outs) if r[0] in ("same", "view"))
-        work.extend(specs[q][k][1] for k in used if inside(specs[q][k][1]))
+        work.extend(specs[q][k] for k in used if inside(specs[q][k]))
     for q in range(start, end):
-        if any(not inside(specs[q][k][1]) for k in entries[q].written):
+        if any(not inside(specs[q][k]) for k in entries[q].written):
             need(q)
     while work:
         need(work.pop()[0])
     return tuple((q, tuple(sorted(uses[q])), specs[q]) for q in sorted(uses))
-
-
-def _refs(spec: Any, out: set) -> None:
-    """Identities in an entry's checks that are not results of entries
-    (state, host tensors): the macro looks them up."""
-    def leaf(s: tuple) -> None:
-        if s[0] == "T":
-            if not isinstance(s[1][0], int):
-                out.add(s[1])
-        elif s[0] == "L":
-            for x in s[2]:
-                leaf(x)
-    sa, sk = spec
-    for s in sa:
-        leaf(s)
-    for _, s in sk:
-        leaf(s)

@@ -16,7 +16,7 @@ import os
 import sys
 import time
 import weakref
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 from torch.utils._pytree import LeafSpec, tree_flatten, tree_unflatten
@@ -25,8 +25,8 @@ from . import backward, placeholder, sizes
 from .placeholder import Placeholder, Token, view_placeholder
 from .runio import resolve_later, tensor_spec, to_torch
 from .sites import is_engine_site, user_line
-from .tape import (Entry, Tape, Untapeable, _match, flat_inputs, form_matches, matches, relax_host_shapes,
-                   relaxed_arg, relaxed_value, spec_of)
+from .tape import (Entry, Tape, Untapeable, _match, flat_inputs, flat_results, form_matches, matches, relax_host_shapes,
+                   relaxed_arg, relaxed_value, spec_of, tensor_idents)
 from .trace import OpEvent, ValueRef
 from .tracing import _flat_tensors_deep, op_info, passed_args
 
@@ -400,8 +400,8 @@ class TapeRecorder:
                 return None
             if self.replayed[q] is None:  # a result a pass replayed whole has not made (backward.py)
                 backward.expand(self)
-            out = self.replayed[q].out
-            flat = (out,) if isinstance(out, torch.Tensor) else tree_flatten(out)[0]
+            r = self.replayed[q]
+            flat = flat_results(r.out, r.entry.struct)
             return flat[j] if j < len(flat) and isinstance(flat[j], torch.Tensor) else None
         if ident[0] == "host":
             return self.host_tensors.get(ident[1])
@@ -721,14 +721,21 @@ class TapeRecorder:
         so far is a replay of it too) and whose entry `q` `fits` the call:
         an iteration that takes another branch than its tape replays the
         tape of an earlier iteration that took it."""
-        here = self.tape.entries[q - 1].chain if q else None
-        for tape in self.tape_choices:
-            if tape is self.tape or tape.limit <= q:
-                continue
-            if (q == 0 or tape.entries[q - 1].chain == here) and fits(tape.entries[q]):
+        for tape in self._agreeing_tapes(q):
+            if tape is not self.tape and tape.limit > q and fits(tape.entries[q]):
                 self.tape = tape
                 return True
         return False
+
+    def _agreeing_tapes(self, q: int) -> Iterator[Tape]:
+        """The current tape, then the other tapes of this key that agree
+        with it on entries 0..q-1 (equal digests, `_chain`)."""
+        tape = self.tape
+        yield tape
+        here = tape.entries[q - 1].chain if q else None
+        for t in self.tape_choices:
+            if t is not tape and (q == 0 or (len(t.entries) >= q and t.entries[q - 1].chain == here)):
+                yield t
 
     def _replay_answer(self, q: int, e: Entry, t: torch.Tensor, call: Any, func: Any, args: tuple,
                        kwargs: dict) -> Any:
@@ -784,8 +791,7 @@ class TapeRecorder:
         if struct is None:
             r.nodes = [out.grad_fn] if isinstance(out, torch.Tensor) else []
             return
-        flat = out if struct is list or struct is tuple else tree_flatten(out)[0]
-        r.nodes = [o.grad_fn for o in flat if isinstance(o, torch.Tensor)]
+        r.nodes = [o.grad_fn for o in flat_results(out, struct) if isinstance(o, torch.Tensor)]
 
     def _emit(self, effects: list) -> None:
         run = self.run
@@ -992,17 +998,6 @@ class TapeRecorder:
         return trace
 
 
-def _tensor_idents(spec: Any) -> list:
-    """The identities a spec checks, in flat input order."""
-    out: list = []
-    for leaf in list(spec[0]) + [s for _, s in spec[1]]:
-        if leaf[0] == "T":
-            out.append(leaf[1])
-        elif leaf[0] == "L":
-            out.extend(x[1] for x in leaf[2] if x[0] == "T")
-    return out
-
-
 def _prune_host_evals(entries: list[Entry]) -> None:
     """A replay computes a tiny op's value on the host only if a read the
     host answers itself needs it (directly or through other such ops):
@@ -1011,12 +1006,12 @@ def _prune_host_evals(entries: list[Entry]) -> None:
     needed: set = set()
     for e in entries:
         if e.kind == "mat" and e.answer is not None and e.answer[0] in ("known", "updated-host"):
-            needed.add(e.spec if e.func is None else _tensor_idents(e.spec)[0])
+            needed.add(e.spec if e.func is None else tensor_idents(e.spec)[0])
     for q in range(len(entries) - 1, -1, -1):
         e = entries[q]
         if not e.host_eval or e.kind != "op":
             continue
-        inputs = _tensor_idents(e.spec)
+        inputs = tensor_idents(e.spec)
         made = {(q, j) if r[0] != "same" else inputs[r[1]] for j, r in enumerate(e.outs)}
         made.update(inputs[k] for k in e.written)
         if made & needed:

@@ -53,6 +53,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 import torch
+from torch.utils._pytree import tree_flatten
 
 from .placeholder import Placeholder
 from .sizes import SymDim
@@ -171,6 +172,23 @@ def spec_of(args: tuple, kwargs: dict, ident: Any) -> tuple:
             return ("L", type(v), tuple(leaf(x) for x in v))
         return ("V", type(v), v)
     return (tuple(leaf(v) for v in args), tuple((k, leaf(v)) for k, v in kwargs.items()))
+
+
+def tensor_idents(spec: tuple) -> list:
+    """The identities a spec checks, in flat input order (flat_inputs)."""
+    out: list = []
+    for leaf in list(spec[0]) + [s for _, s in spec[1]]:
+        if leaf[0] == "T":
+            out.append(leaf[1])
+        elif leaf[0] == "L":
+            out.extend(x[1] for x in leaf[2] if x[0] == "T")
+    return out
+
+
+def flat_results(out: Any, struct: Any) -> Any:
+    """An entry's results as a flat sequence (`Entry.struct`: None for one
+    value, list/tuple for a flat sequence, else a pytree spec)."""
+    return (out,) if struct is None else out if struct is list or struct is tuple else tree_flatten(out)[0]
 
 
 def relax_spec(spec: tuple, position: int, name: str, kwarg_only: bool, length: Optional[int],
