@@ -623,7 +623,10 @@ def _needed(tape: Any, block: Block, grads: list, memo: dict) -> tuple:
     if tape.end is not None:
         work.extend(i for _, i in tape.end.slots if inside(i))
         work.extend(i for i in tape.end.result if inside(i))
-        work.extend(i for i in tape.end.escapes if inside(i))
+        # Not the end's escapes: a recorded step publishes every result the
+        # co-executor itself still held at its end, but the program reaches
+        # a result of a pass without hooks only through a leaf's `.grad`
+        # (above) and what aliases it; the end skips results not made.
     specs = {q: tensor_idents(entries[q].spec) for q in range(start, end)}
     uses: dict = {}
 

@@ -1063,32 +1063,44 @@ def _tensors_in(obj: Any, path: tuple) -> Iterator[tuple[tuple, torch.Tensor]]:
 # -- materialization hooks on torch.Tensor ---------------------------------------
 _ACTIVE: Optional[_Recorder] = None
 _SAVED: dict[str, Any] = {}
+_WRAPPERS: dict[str, tuple] = {}  # method -> (the method wrapped, its wrapper)
 
 
 def _install_hooks() -> None:
+    """Puts the materialization wrappers on torch.Tensor for one step. The
+    wrappers are made once per method and kept (making them every step
+    cost ~80 µs); one is remade if the method it wraps was replaced since
+    (another library patching torch.Tensor)."""
     for method, kind in MATERIALIZERS.items():
         orig = getattr(torch.Tensor, method)
         _SAVED[method] = torch.Tensor.__dict__.get(method, _MISSING)
+        made = _WRAPPERS.get(method)
+        if made is None or made[0] is not orig:
+            made = _WRAPPERS[method] = (orig, _materializer(orig, kind))
+        setattr(torch.Tensor, method, made[1])
 
-        def wrapper(self: torch.Tensor, *a: Any, _orig: Any = orig, _kind: str = kind,
-                    _native: bool = not isinstance(orig, types.FunctionType), **k: Any) -> Any:
-            rec = _ACTIVE
-            if rec is None or rec.paused or rec.thread != threading.get_ident():
-                return _orig(self, *a, **k)
-            read = rec._native_read
-            if read is not None and _native:  # a C method: the native replay may answer it
-                r = read[0](self, _kind, _orig, a, k)
-                if r is not read[1]:
-                    return r
-            resume = rec.loop_counter.suspend()
-            try:
-                return rec.materialize(self, _kind, lambda v: _orig(v, *a, **k))
-            finally:
-                if resume:
-                    rec.loop_counter.resume()
 
-        functools.update_wrapper(wrapper, orig)
-        setattr(torch.Tensor, method, wrapper)
+def _materializer(orig: Any, kind: str) -> Callable:
+    """The wrapper of torch.Tensor method `orig`, a read of kind `kind`."""
+    def wrapper(self: torch.Tensor, *a: Any, _orig: Any = orig, _kind: str = kind,
+                _native: bool = not isinstance(orig, types.FunctionType), **k: Any) -> Any:
+        rec = _ACTIVE
+        if rec is None or rec.paused or rec.thread != threading.get_ident():
+            return _orig(self, *a, **k)
+        read = rec._native_read
+        if read is not None and _native:  # a C method: the native replay may answer it
+            r = read[0](self, _kind, _orig, a, k)
+            if r is not read[1]:
+                return r
+        resume = rec.loop_counter.suspend()
+        try:
+            return rec.materialize(self, _kind, lambda v: _orig(v, *a, **k))
+        finally:
+            if resume:
+                rec.loop_counter.resume()
+
+    functools.update_wrapper(wrapper, orig)
+    return wrapper
 
 
 def _remove_hooks() -> None:

@@ -95,6 +95,35 @@ def test_two_passes_per_step_with_gradients_accumulated_in_between() -> None:
 
 
 @pytest.mark.parametrize("set_to_none", [False, True])
+def test_gradients_the_program_keeps_hold_each_steps_values(set_to_none: bool) -> None:
+    """The program keeps every step's `.grad` tensors (and, without
+    set_to_none, the same tensor each step): what a pass replayed whole
+    leaves unmade must not be what the program reads later."""
+    kept: dict = {}
+
+    def make() -> tuple:
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        history = kept.setdefault(len(kept), [])
+
+        def step(x, y):
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad(set_to_none=set_to_none)
+            loss.backward()
+            history.append([p.grad for p in model.parameters()])
+            opt.step()
+            return loss
+        return step, model, opt
+    stats = compare(make, batches(10), max_fallbacks=0)
+    assert _macros(stats)[-4:] == [1] * 4, _macros(stats)
+    eager, co = kept[0], kept[1]  # compare() runs eager first
+    assert len(eager) == len(co)
+    for n, (a, b) in enumerate(zip(eager, co)):
+        for ga, gb in zip(a, b):
+            assert torch.allclose(ga, torch.as_tensor(gb), rtol=1e-5, atol=1e-7), f"step {n}"
+
+
+@pytest.mark.parametrize("set_to_none", [False, True])
 def test_gradients_accumulated_over_two_steps_take_the_pass_that_fits(set_to_none: bool) -> None:
     """zero_grad every other step: a pass into `None` gradients (taken over)
     and one into existing ones (added) have the same forward; the macro
