@@ -903,18 +903,20 @@ class TapeRecorder:
         self.run.finish_host()
         if self.serialized:
             self.run.start()
+        by_name = {s.name: s for s in slots}
+        # No user code runs from the check above on: the slots hold these.
+        # What the commit copies is planned before the wait, off the
+        # critical path of a graph that is still running.
+        plan = self._commit_plan(end.commits, {s.name: t for s, t in zip(slots, held)})
         status = self._wait_run()
         self.run_result = status
         if status[0] != "ok":
             return self._replay_end_failed(result)
-        by_name = {s.name: s for s in slots}
-        # No user code ran since the check above: the slots hold these.
-        held_by_name = {s.name: t for s, t in zip(slots, held)}
         with self.pause():  # once for all the end's fetches
             # Every value is fetched before the state is written (all of it
             # or none: a failure deviates, replaying from the old state).
             returns = [self.run.fetch(fid, inst) for _, fid, inst in end.returns]
-            late = None if any(a is None for a in returns) else self._commit_direct(end.commits, held_by_name)
+            late = None if any(a is None for a in returns) else self._commit_direct(plan)
             if late is None:
                 return self._replay_end_failed(result)
             # Published (fetch_into saw every commit), so no fetch fails now.
@@ -950,15 +952,13 @@ class TapeRecorder:
         self.end_wait_s += time.perf_counter() - start
         return status
 
-    def _commit_direct(self, commits: list, held: dict) -> Optional[list]:
-        """Commits the run's final state values that can be copied straight
+    def _commit_plan(self, commits: list, held: dict) -> tuple:
+        """Which of the run's final state values can be copied straight
         into the program's tensors (Run.fetch_into: one native call, no
-        torch op, so no parallel region of torch's on the host). Each
-        tensor written gets its autograd version bumped (`t.copy_(t)`, a
-        no-op copy), as eager's in-place updates do: autograd checks saved
-        tensors' versions. Returns the commits left to the slots' setters
-        (a slot without a tensor of the value's dtype and shape), or None
-        if a value was never published (then nothing was written)."""
+        torch op, so no parallel region of torch's on the host), as
+        (direct commits with their tensors, fetch_into's items, the
+        commits left to the slots' setters: a slot without a plain CPU
+        tensor)."""
         direct, items, late = [], [], []
         plain = (torch.Tensor, torch.nn.Parameter)
         specs = self.state_specs
@@ -974,11 +974,22 @@ class TapeRecorder:
                 if spec is None or spec[4] is not cur or spec[0] != cur.data_ptr():
                     spec = tensor_spec(cur)
                 items.append((c[1], c[2], spec))
+        return direct, items, late
+
+    def _commit_direct(self, plan: tuple) -> Optional[list]:
+        """Commits what `_commit_plan` found can be copied directly. Each
+        tensor written gets its autograd version bumped (`t.copy_(t)`, a
+        no-op copy), as eager's in-place updates do: autograd checks saved
+        tensors' versions. Returns the commits left to the slots' setters
+        (the plan's, and a value of another dtype or shape), or None if a
+        value was never published (then nothing was written)."""
+        direct, items, late = plan
         if not direct:
             return late
         copied = self.run.fetch_into(items)
         if copied is None:
             return None
+        late = list(late)
         with torch.no_grad():
             for (c, t), ok in zip(direct, copied):
                 if ok:
