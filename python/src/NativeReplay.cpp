@@ -15,9 +15,11 @@
 // torch calls for every op while the co-executor is the only dispatch
 // mode, replays such an entry when the tape expects it next, and
 // `DirectMode.read` replays a read by a C tensor method that the tape
-// answers with a value the host has. Anything else, and any call that does
-// not pass the entry's checks, goes to the Python replay (the miss
-// sentinel is returned before anything changed).
+// answers with a value the host has. A "pass" entry (an op the graph does
+// not have, such as the profiler handle every `zero_grad` and optimizer
+// `step` makes, `Entry.native_pass`) is run here as it is. Anything else, and
+// any call that does not pass the entry's checks, goes to the Python replay
+// (the miss sentinel is returned before anything changed).
 //
 // The Python replay is the specification: each step below names the
 // Python it mirrors, and the tests compare the two bit for bit
@@ -95,12 +97,12 @@ struct Config {
   PyObject *idents, *hostIdent, *forward, *pos, *currentSite, *log,
       *replayedList, *tapeKeep, *noteNodes, *emit, *loopCounter, *active, *hook,
       *suspend, *resume, *hostValues, *run, *sendCase, *sendLoop, *sent, *fast,
-      *bDepth, *paused, *tape, *limit, *entries, *plain, *thread, *inside,
-      *torchDispatch, *forgetHostValues, *relaxed, *relaxedFeeds, *forced,
-      *kind, *matKind, *answer, *key, *hostReads, *forms, *formsMatch, *infer,
-      *memo, *layout, *nativeForms, *shape, *operand, *dim, *numel, *feeds,
-      *fedValues, *strideName, *sizeName, *hostEval, *hostEvalName, *name,
-      *hostResult, *applyHostResult, *leaveFast;
+      *bDepth, *paused, *tape, *limit, *entries, *plain, *nativePass, *thread,
+      *inside, *torchDispatch, *forgetHostValues, *relaxed, *relaxedFeeds,
+      *forced, *kind, *matKind, *answer, *key, *hostReads, *forms, *formsMatch,
+      *infer, *memo, *layout, *nativeForms, *shape, *operand, *dim, *numel,
+      *feeds, *fedValues, *strideName, *sizeName, *hostEval, *hostEvalName,
+      *name, *hostResult, *applyHostResult, *leaveFast;
   // _Replayed and placeholder attributes.
   PyObject *entry, *func, *args, *kwargs, *out, *value, *result, *nodes,
       *gradFn, *terraToken, *terraWhere, *terraAddr, *terraBase, *terraReal,
@@ -118,7 +120,7 @@ struct Counts {
   uint64_t replayed = 0, misses = 0, slowChecks = 0, realViews = 0,
            realWrites = 0, noteNodes = 0, effects = 0, pythonEffects = 0,
            relaxed = 0, reads = 0, formChecks = 0, memoHits = 0, memoMisses = 0,
-           pythonFormChecks = 0, hostEvals = 0;
+           pythonFormChecks = 0, hostEvals = 0, passes = 0;
 } counts;
 
 PyObject *intern(const char *s) {
@@ -708,6 +710,40 @@ py::object replayedRecord(PyObject *e, PyObject *func, PyObject *args,
   return r;
 }
 
+/// TapeRecorder._name_replayed: the results' identities (`e.ids`), and
+/// real results kept alive for the step (their ids stay unique).
+void nameResults(PyObject *ex, PyObject *e, PyObject *outPtr) {
+  py::object out = borrow(outPtr);
+  py::object structure = getAttr(e, config->structName);
+  py::object ids = getAttr(e, config->ids);
+  py::object idents = getAttr(ex, config->idents);
+  py::object keep;
+  auto name = [&](PyObject *o, PyObject *ident) {
+    if (ident == Py_None || !isTensor(o))
+      return;
+    py::object key = steal(PyLong_FromVoidPtr(o));
+    if (PyDict_SetItem(idents.ptr(), key.ptr(), ident) < 0)
+      throw py::error_already_set();
+    if (Py_TYPE(o) !=
+        reinterpret_cast<PyTypeObject *>(config->placeholder.ptr())) {
+      if (!keep)
+        keep = getAttr(ex, config->tapeKeep);
+      if (PyList_Append(keep.ptr(), o) < 0)
+        throw py::error_already_set();
+    }
+  };
+  if (isSingle(structure.ptr())) {
+    name(out.ptr(), PyTuple_GET_ITEM(ids.ptr(), 0));
+  } else {
+    py::object seq = steal(PySequence_Fast(out.ptr(), "results"));
+    Py_ssize_t n = std::min(PySequence_Fast_GET_SIZE(seq.ptr()),
+                            PyTuple_GET_SIZE(ids.ptr()));
+    for (Py_ssize_t j = 0; j < n; ++j)
+      name(PySequence_Fast_GET_ITEM(seq.ptr(), j),
+           PyTuple_GET_ITEM(ids.ptr(), j));
+  }
+}
+
 /// The replay of a plain entry `e` (see the file comment); `miss` when the
 /// call does not pass its checks, with nothing changed.
 py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
@@ -873,34 +909,7 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
       throw py::error_already_set();
   }
 
-  // _name_replayed.
-  py::object ids = getAttr(e, config->ids);
-  py::object idents = getAttr(ex, config->idents);
-  py::object keep;
-  auto name = [&](PyObject *o, PyObject *ident) {
-    if (ident == Py_None || !isTensor(o))
-      return;
-    py::object key = steal(PyLong_FromVoidPtr(o));
-    if (PyDict_SetItem(idents.ptr(), key.ptr(), ident) < 0)
-      throw py::error_already_set();
-    if (Py_TYPE(o) !=
-        reinterpret_cast<PyTypeObject *>(config->placeholder.ptr())) {
-      if (!keep)
-        keep = getAttr(ex, config->tapeKeep);
-      if (PyList_Append(keep.ptr(), o) < 0)
-        throw py::error_already_set();
-    }
-  };
-  if (isSingle(structure.ptr())) {
-    name(out.ptr(), PyTuple_GET_ITEM(ids.ptr(), 0));
-  } else {
-    py::object seq = steal(PySequence_Fast(out.ptr(), "results"));
-    Py_ssize_t n = std::min(PySequence_Fast_GET_SIZE(seq.ptr()),
-                            PyTuple_GET_SIZE(ids.ptr()));
-    for (Py_ssize_t j = 0; j < n; ++j)
-      name(PySequence_Fast_GET_ITEM(seq.ptr(), j),
-           PyTuple_GET_ITEM(ids.ptr(), j));
-  }
+  nameResults(ex, e, out.ptr());
 
   py::object r = replayedRecord(e, func, args, kwargs, out.ptr(), Py_None);
   py::object replayed = getAttr(ex, config->replayedList);
@@ -916,6 +925,45 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
     py::object leave = getAttr(ex, config->leaveFast);
     callSuspended(ex, leave.ptr(), {});
   }
+  return out;
+}
+
+/// The replay of a "pass" entry `e` (an op the graph does not have, run
+/// on the host as it is: the profiler's `record_function` handle that
+/// `zero_grad` and `step` make): TapeRecorder._replay_op for kind "pass",
+/// which checks nothing but the op. Its results are real tensors, named as
+/// the Python replay names them; no log entry (a deviation does not replay
+/// it) and no forward record. Called with the handler off, so the op runs
+/// without the co-executor; the loop hook is suspended, as the Python
+/// replay suspends it, while torch's Python code runs the op.
+py::object replayPass(PyObject *ex, PyObject *e, PyObject *func, PyObject *args,
+                      PyObject *kwargs, Py_ssize_t q) {
+  ++counts.passes;
+  noteForward(ex);
+  py::object next = steal(PyLong_FromSsize_t(q + 1));
+  setAttr(ex, config->pos, next.ptr());
+  py::object site = getAttr(e, config->site);
+  setAttr(ex, config->currentSite, site.ptr());
+  py::object out;
+  {
+    Suspended suspended(ex);
+    PyObject *r =
+        PyObject_Call(func, args, PyDict_GET_SIZE(kwargs) ? kwargs : nullptr);
+    bool resumed = suspended.end();
+    if (!r || !resumed) {
+      Py_XDECREF(r);
+      throw py::error_already_set();
+    }
+    out = steal(r);
+  }
+  nameResults(ex, e, out.ptr());
+  py::object r = replayedRecord(e, func, args, kwargs, out.ptr(), Py_None);
+  py::object replayed = getAttr(ex, config->replayedList);
+  if (PyList_Append(replayed.ptr(), r.ptr()) < 0)
+    throw py::error_already_set();
+  py::object effects = getAttr(e, config->effects);
+  if (isTrue(effects.ptr()))
+    emit(ex, effects.ptr());
   return out;
 }
 
@@ -979,6 +1027,9 @@ public:
     py::object entry = m.expected(func.ptr(), q);
     Handler handler(m, self);
     if (entry && PyTuple_Check(args.ptr()) && PyDict_Check(kw.ptr())) {
+      if (isTrue(getAttr(entry.ptr(), config->nativePass).ptr()))
+        return replayPass(rec, entry.ptr(), func.ptr(), args.ptr(), kw.ptr(),
+                          q);
       py::object out = replayPlain(m.rec, entry, func, args, kw, q);
       if (out.ptr() != config->miss.ptr())
         return out;
@@ -1148,7 +1199,8 @@ private:
 
   /// CoExecutor.__torch_dispatch__'s test for the native replay: replaying,
   /// not inside an interaction being recorded, not paused, on the
-  /// program's thread, and the tape's next entry is a plain one of `func`.
+  /// program's thread, and the tape's next entry is a plain or a native
+  /// pass one (`Entry.native_pass`) of `func`.
   py::object expected(PyObject *func, Py_ssize_t &q) {
     PyObject *r = rec.ptr();
     if (!isTrue(getAttr(r, config->fast).ptr()) ||
@@ -1157,7 +1209,8 @@ private:
       return {};
     py::object e = nextEntry(r, q);
     if (!e || getAttr(e.ptr(), config->func).ptr() != func ||
-        !isTrue(getAttr(e.ptr(), config->plain).ptr()))
+        !(isTrue(getAttr(e.ptr(), config->plain).ptr()) ||
+          isTrue(getAttr(e.ptr(), config->nativePass).ptr())))
       return {};
     py::object thread = getAttr(r, config->thread);
     if (PyLong_AsUnsignedLong(thread.ptr()) != PyThread_get_thread_ident()) {
@@ -1233,6 +1286,7 @@ void configure(py::dict c) {
   cfg->limit = intern("limit");
   cfg->entries = intern("entries");
   cfg->plain = intern("plain");
+  cfg->nativePass = intern("native_pass");
   cfg->thread = intern("thread");
   cfg->inside = intern("inside");
   cfg->torchDispatch = intern("__torch_dispatch__");
@@ -1333,6 +1387,7 @@ void terra::bindNativeReplay(py::module_ &m) {
         d["memo_misses"] = counts.memoMisses;
         d["python_form_checks"] = counts.pythonFormChecks;
         d["host_evals"] = counts.hostEvals;
+        d["passes"] = counts.passes;
         return d;
       },
       "What replay_plain did since the process started.");

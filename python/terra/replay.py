@@ -1086,6 +1086,12 @@ def _chain(tape: Tape) -> None:
                    and all(r[0] in ("new", "same", "view", "value", "infer") for r in e.outs)
                    and (e.struct is None or e.struct is list or e.struct is tuple
                         or (type(e.struct) is LeafSpec and len(e.outs) == 1)))
+        # Ops the graph does not have, run on the host as they are (the
+        # profiler handle `record_function` makes in zero_grad and step):
+        # checked by the op alone (_fits), no feeds, results named.
+        e.native_pass = (e.kind == "pass" and not (e.feeds or e.infer or e.written) and e.relaxed is None
+                         and e.func not in (_COPY, _NEW_EMPTY_STRIDED)
+                         and (e.struct is None or e.struct is list or e.struct is tuple))
         h = hash((h, e.func, e.kind, e.mat_kind, repr(e.spec), repr(e.outs), repr(e.effects), repr(e.answer),
                   e.written, e.feeds, e.host_eval, repr(e.relaxed), e.site, repr(e.loops), e.engine_sites,
                   repr(e.forms), repr(e.mask_reads)))
