@@ -37,6 +37,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace py = pybind11;
@@ -97,12 +98,12 @@ struct Config {
   PyObject *idents, *hostIdent, *forward, *pos, *currentSite, *log,
       *replayedList, *tapeKeep, *noteNodes, *emit, *loopCounter, *active, *hook,
       *suspend, *resume, *hostValues, *run, *sendCase, *sendLoop, *sent, *fast,
-      *bDepth, *paused, *tape, *limit, *entries, *plain, *nativePass, *thread,
-      *inside, *torchDispatch, *forgetHostValues, *relaxed, *relaxedFeeds,
-      *forced, *kind, *matKind, *answer, *key, *hostReads, *forms, *formsMatch,
-      *infer, *memo, *layout, *nativeForms, *shape, *operand, *dim, *numel,
-      *feeds, *fedValues, *strideName, *sizeName, *hostEval, *hostEvalName,
-      *name, *hostResult, *applyHostResult, *leaveFast;
+      *bDepth, *paused, *tape, *limit, *entries, *nativeView, *thread, *inside,
+      *torchDispatch, *forgetHostValues, *relaxed, *relaxedFeeds, *forced,
+      *kind, *matKind, *answer, *key, *hostReads, *forms, *formsMatch, *infer,
+      *memo, *layout, *nativeForms, *shape, *operand, *dim, *numel, *feeds,
+      *fedValues, *strideName, *sizeName, *hostEval, *hostEvalName, *name,
+      *hostResult, *applyHostResult, *leaveFast;
   // _Replayed and placeholder attributes.
   PyObject *entry, *func, *args, *kwargs, *out, *value, *result, *nodes,
       *gradFn, *terraToken, *terraWhere, *terraAddr, *terraBase, *terraReal,
@@ -113,6 +114,36 @@ struct Config {
 };
 
 Config *config = nullptr;
+
+/// `Entry.native` (replay._chain): what the native replay reads of an entry
+/// it takes, in one tuple, so that an op costs one attribute lookup on its
+/// entry instead of ~20. The order is replay._NATIVE_FIELDS'.
+enum EntryField {
+  fSpec,
+  fForms,
+  fNativeForms,
+  fOuts,
+  fInfer,
+  fMemo,
+  fNeedsFlat,
+  fFeeds,
+  fSite,
+  fStruct,
+  fEngine,
+  fHostEval,
+  fName,
+  fWritten,
+  fRelaxed,
+  fIds,
+  fEffects,
+  fPass,
+  fFieldCount
+};
+
+/// Field `f` of an entry view (borrowed).
+PyObject *field(PyObject *view, EntryField f) {
+  return PyTuple_GET_ITEM(view, f);
+}
 
 /// What the native replay did since the process started (tests and
 /// diagnostics): entries replayed, misses, and calls of Python helpers.
@@ -712,10 +743,10 @@ py::object replayedRecord(PyObject *e, PyObject *func, PyObject *args,
 
 /// TapeRecorder._name_replayed: the results' identities (`e.ids`), and
 /// real results kept alive for the step (their ids stay unique).
-void nameResults(PyObject *ex, PyObject *e, PyObject *outPtr) {
+void nameResults(PyObject *ex, PyObject *view, PyObject *outPtr) {
   py::object out = borrow(outPtr);
-  py::object structure = getAttr(e, config->structName);
-  py::object ids = getAttr(e, config->ids);
+  py::object structure = borrow(field(view, fStruct));
+  py::object ids = borrow(field(view, fIds));
   py::object idents = getAttr(ex, config->idents);
   py::object keep;
   auto name = [&](PyObject *o, PyObject *ident) {
@@ -746,15 +777,40 @@ void nameResults(PyObject *ex, PyObject *e, PyObject *outPtr) {
 
 /// The replay of a plain entry `e` (see the file comment); `miss` when the
 /// call does not pass its checks, with nothing changed.
+/// The view of entry `e` the native replay reads (`Entry.native`), or null
+/// for an entry it does not take.
+py::object entryView(PyObject *e) {
+  py::object view = getAttr(e, config->nativeView);
+  if (view.ptr() == Py_None)
+    return {};
+  if (!PyTuple_Check(view.ptr()) || PyTuple_GET_SIZE(view.ptr()) != fFieldCount)
+    throw py::type_error("a tape entry's native view is a tuple of " +
+                         std::to_string(int(fFieldCount)) + " fields");
+  return view;
+}
+
+/// replayPlain with the entry's view already read (DirectMode::dispatch).
+py::object replayPlainView(PyObject *ex, PyObject *e, PyObject *view,
+                           PyObject *func, PyObject *args, PyObject *kwargs,
+                           Py_ssize_t q);
+
 py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
                        py::handle argsH, py::handle kwargsH, Py_ssize_t q) {
   if (!config)
     throw std::runtime_error("replay_configure was not called");
-  PyObject *ex = exH.ptr(), *e = eH.ptr(), *func = funcH.ptr(),
-           *args = argsH.ptr(), *kwargs = kwargsH.ptr();
-  if (!PyTuple_Check(args) || !PyDict_Check(kwargs))
+  if (!PyTuple_Check(argsH.ptr()) || !PyDict_Check(kwargsH.ptr()))
     throw py::type_error("replay_plain takes an argument tuple and a dict");
-  py::object spec = getAttr(e, config->spec);
+  py::object view = entryView(eH.ptr());
+  if (!view || isTrue(field(view.ptr(), fPass)))
+    return config->miss;
+  return replayPlainView(exH.ptr(), eH.ptr(), view.ptr(), funcH.ptr(),
+                         argsH.ptr(), kwargsH.ptr(), q);
+}
+
+py::object replayPlainView(PyObject *ex, PyObject *e, PyObject *view,
+                           PyObject *func, PyObject *args, PyObject *kwargs,
+                           Py_ssize_t q) {
+  py::object spec = borrow(field(view, fSpec));
   if (!PyTuple_Check(spec.ptr()) || PyTuple_GET_SIZE(spec.ptr()) != 2)
     throw py::type_error("a tape entry's spec is (args, kwargs)");
   if (!matches(ex, spec.ptr(), args, kwargs)) {
@@ -762,10 +818,10 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
     return config->miss;
   }
   // Size arguments checked by their recorded form (TapeRecorder._fits).
-  py::object forms = getAttr(e, config->forms);
+  py::object forms = borrow(field(view, fForms));
   if (forms.ptr() != Py_None) {
     ++counts.formChecks;
-    py::object prepared = getAttr(e, config->nativeForms);
+    py::object prepared = borrow(field(view, fNativeForms));
     bool fits;
     int native = prepared.ptr() != Py_None
                      ? formsMatch(prepared.ptr(), args, kwargs)
@@ -786,9 +842,9 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
   // The recipes: the entry's own, or for results whose shapes follow
   // data-dependent sizes those memoized for the sizes met so far
   // (TapeRecorder._memo_key; a layout not met yet is inferred in Python).
-  py::object outs = getAttr(e, config->outs);
-  if (isTrue(getAttr(e, config->infer).ptr())) {
-    py::object memo = getAttr(e, config->memo);
+  py::object outs = borrow(field(view, fOuts));
+  if (isTrue(field(view, fInfer))) {
+    py::object memo = borrow(field(view, fMemo));
     py::object layout = getAttr(ex, config->layout);
     py::object key = steal(PySequence_Tuple(layout.ptr()));
     PyObject *recipes = dictGet(memo.ptr(), key.ptr());
@@ -808,12 +864,12 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
       return config->miss; // (made in Python)
   }
   std::vector<PyObject *> flat;
-  if (isTrue(getAttr(e, config->needsFlat).ptr()))
+  if (isTrue(field(view, fNeedsFlat)))
     flatInputs(args, kwargs, flat);
   // Inputs fed to the graph: their values are taken on entry. A real
   // tensor is its own value, a placeholder's is the one it has (a random
   // draw of the host); one without a value is Python's (`terra_real`).
-  py::object feeds = getAttr(e, config->feeds);
+  py::object feeds = borrow(field(view, fFeeds));
   std::vector<py::object> fed;
   for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(feeds.ptr()); i < n; ++i) {
     PyObject *t = flatAt(flat, PyTuple_GET_ITEM(feeds.ptr(), i));
@@ -831,7 +887,7 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
   noteForward(ex);
   py::object next = steal(PyLong_FromSsize_t(q + 1));
   setAttr(ex, config->pos, next.ptr());
-  py::object site = getAttr(e, config->site);
+  py::object site = borrow(field(view, fSite));
   setAttr(ex, config->currentSite, site.ptr());
   if (PyTuple_GET_SIZE(feeds.ptr())) {
     py::object fedValues = getAttr(ex, config->fedValues);
@@ -842,14 +898,14 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
         throw py::error_already_set();
     }
   }
-  py::object structure = getAttr(e, config->structName);
+  py::object structure = borrow(field(view, fStruct));
   py::object out = makeResults(ex, outs.ptr(), structure.ptr(), flat);
 
   // The log replays ops eagerly at a deviation; it holds an engine op's
   // results weakly (replay.WeakResults: torch 2.x's AccumulateGrad copies a
   // gradient something else references).
   py::object logged = out;
-  if (isTrue(getAttr(e, config->engine).ptr())) {
+  if (isTrue(field(view, fEngine))) {
     logged = steal(PyObject_CallFunctionObjArgs(config->weakResults.ptr(),
                                                 out.ptr(), ex, nullptr));
   }
@@ -860,17 +916,16 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
     throw py::error_already_set();
   // A tiny op the host also computes (Adam's step counters), so that reads
   // of its value need no round trip: CoExecutor._host_eval.
-  bool hostEval = isTrue(getAttr(e, config->hostEval).ptr());
+  bool hostEval = isTrue(field(view, fHostEval));
   py::object host = borrow(Py_None);
   if (hostEval) {
     ++counts.hostEvals;
     py::object method = getAttr(ex, config->hostEvalName);
-    host = callSuspended(
-        ex, method.ptr(),
-        {func, getAttr(e, config->name).ptr(), args, kwargs, out.ptr()});
+    host = callSuspended(ex, method.ptr(),
+                         {func, field(view, fName), args, kwargs, out.ptr()});
   }
 
-  py::object written = getAttr(e, config->written);
+  py::object written = borrow(field(view, fWritten));
   py::object real; // written tensors that are not placeholders
   for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(written.ptr()); i < n; ++i) {
     PyObject *t = flatAt(flat, PyTuple_GET_ITEM(written.ptr(), i));
@@ -898,7 +953,7 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
   }
 
   // The feed of a relaxed scalar (tape.relaxed_value).
-  py::object relaxed = getAttr(e, config->relaxed);
+  py::object relaxed = borrow(field(view, fRelaxed));
   if (relaxed.ptr() != Py_None) {
     ++counts.relaxed;
     py::object value =
@@ -909,16 +964,16 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
       throw py::error_already_set();
   }
 
-  nameResults(ex, e, out.ptr());
+  nameResults(ex, view, out.ptr());
 
   py::object r = replayedRecord(e, func, args, kwargs, out.ptr(), Py_None);
   py::object replayed = getAttr(ex, config->replayedList);
   if (PyList_Append(replayed.ptr(), r.ptr()) < 0)
     throw py::error_already_set();
-  if (!isTrue(getAttr(e, config->engine).ptr()))
+  if (!isTrue(field(view, fEngine)))
     setAttr(ex, config->forward, r.ptr());
 
-  py::object effects = getAttr(e, config->effects);
+  py::object effects = borrow(field(view, fEffects));
   if (isTrue(effects.ptr()))
     emit(ex, effects.ptr());
   if (hostEval && host.ptr() == Py_None) { // the host could not compute it
@@ -936,13 +991,13 @@ py::object replayPlain(py::handle exH, py::handle eH, py::handle funcH,
 /// it) and no forward record. Called with the handler off, so the op runs
 /// without the co-executor; the loop hook is suspended, as the Python
 /// replay suspends it, while torch's Python code runs the op.
-py::object replayPass(PyObject *ex, PyObject *e, PyObject *func, PyObject *args,
-                      PyObject *kwargs, Py_ssize_t q) {
+py::object replayPass(PyObject *ex, PyObject *e, PyObject *view, PyObject *func,
+                      PyObject *args, PyObject *kwargs, Py_ssize_t q) {
   ++counts.passes;
   noteForward(ex);
   py::object next = steal(PyLong_FromSsize_t(q + 1));
   setAttr(ex, config->pos, next.ptr());
-  py::object site = getAttr(e, config->site);
+  py::object site = borrow(field(view, fSite));
   setAttr(ex, config->currentSite, site.ptr());
   py::object out;
   {
@@ -956,12 +1011,12 @@ py::object replayPass(PyObject *ex, PyObject *e, PyObject *func, PyObject *args,
     }
     out = steal(r);
   }
-  nameResults(ex, e, out.ptr());
+  nameResults(ex, view, out.ptr());
   py::object r = replayedRecord(e, func, args, kwargs, out.ptr(), Py_None);
   py::object replayed = getAttr(ex, config->replayedList);
   if (PyList_Append(replayed.ptr(), r.ptr()) < 0)
     throw py::error_already_set();
-  py::object effects = getAttr(e, config->effects);
+  py::object effects = borrow(field(view, fEffects));
   if (isTrue(effects.ptr()))
     emit(ex, effects.ptr());
   return out;
@@ -1024,13 +1079,15 @@ public:
                         : py::reinterpret_borrow<py::object>(kwargs);
     PyObject *rec = m.rec.ptr();
     Py_ssize_t q = -1;
-    py::object entry = m.expected(func.ptr(), q);
+    py::object view;
+    py::object entry = m.expected(func.ptr(), q, view);
     Handler handler(m, self);
     if (entry && PyTuple_Check(args.ptr()) && PyDict_Check(kw.ptr())) {
-      if (isTrue(getAttr(entry.ptr(), config->nativePass).ptr()))
-        return replayPass(rec, entry.ptr(), func.ptr(), args.ptr(), kw.ptr(),
-                          q);
-      py::object out = replayPlain(m.rec, entry, func, args, kw, q);
+      if (isTrue(field(view.ptr(), fPass)))
+        return replayPass(rec, entry.ptr(), view.ptr(), func.ptr(), args.ptr(),
+                          kw.ptr(), q);
+      py::object out = replayPlainView(rec, entry.ptr(), view.ptr(), func.ptr(),
+                                       args.ptr(), kw.ptr(), q);
       if (out.ptr() != config->miss.ptr())
         return out;
     }
@@ -1199,18 +1256,20 @@ private:
 
   /// CoExecutor.__torch_dispatch__'s test for the native replay: replaying,
   /// not inside an interaction being recorded, not paused, on the
-  /// program's thread, and the tape's next entry is a plain or a native
-  /// pass one (`Entry.native_pass`) of `func`.
-  py::object expected(PyObject *func, Py_ssize_t &q) {
+  /// program's thread, and the tape's next entry is one of `func` that the
+  /// native replay takes (a plain or a native pass one: `Entry.native`,
+  /// returned in `view`).
+  py::object expected(PyObject *func, Py_ssize_t &q, py::object &view) {
     PyObject *r = rec.ptr();
     if (!isTrue(getAttr(r, config->fast).ptr()) ||
         isTrue(getAttr(r, config->bDepth).ptr()) ||
         isTrue(getAttr(r, config->paused).ptr()))
       return {};
     py::object e = nextEntry(r, q);
-    if (!e || getAttr(e.ptr(), config->func).ptr() != func ||
-        !(isTrue(getAttr(e.ptr(), config->plain).ptr()) ||
-          isTrue(getAttr(e.ptr(), config->nativePass).ptr())))
+    if (!e || getAttr(e.ptr(), config->func).ptr() != func)
+      return {};
+    view = entryView(e.ptr());
+    if (!view)
       return {};
     py::object thread = getAttr(r, config->thread);
     if (PyLong_AsUnsignedLong(thread.ptr()) != PyThread_get_thread_ident()) {
@@ -1285,8 +1344,7 @@ void configure(py::dict c) {
   cfg->tape = intern("tape");
   cfg->limit = intern("limit");
   cfg->entries = intern("entries");
-  cfg->plain = intern("plain");
-  cfg->nativePass = intern("native_pass");
+  cfg->nativeView = intern("native");
   cfg->thread = intern("thread");
   cfg->inside = intern("inside");
   cfg->torchDispatch = intern("__torch_dispatch__");
