@@ -895,19 +895,25 @@ class TapeRecorder:
         flat = list(_flat_tensors_deep(result))
         if [self._ident(t) for t in flat] != end.result:
             return None
-        slots = self.registry.slots()
+        registry = self.registry
+        slots = registry.slots()
         held = [s.get() for s in slots]
-        if [(s.name, None if t is None else self._ident(t)) for s, t in zip(slots, held)] != end.slots:
+        checks = end.end_checks()
+        if checks.generation != registry.generation:
+            if [s.name for s in slots] != checks.names:
+                return None
+            checks.generation = registry.generation
+        known, ident = self.idents.get, self._ident
+        if [None if t is None else (known(id(t)) or ident(t)) for t in held] != checks.idents:
             return None
         self._emit(end.effects)
         self.run.finish_host()
         if self.serialized:
             self.run.start()
-        by_name = {s.name: s for s in slots}
         # No user code runs from the check above on: the slots hold these.
         # What the commit copies is planned before the wait, off the
         # critical path of a graph that is still running.
-        plan = self._commit_plan(end.commits, {s.name: t for s, t in zip(slots, held)})
+        plan = self._commit_plan(end.commits, [held[k] for k in checks.commit_at])
         status = self._wait_run()
         self.run_result = status
         if status[0] != "ok":
@@ -920,6 +926,7 @@ class TapeRecorder:
             if late is None:
                 return self._replay_end_failed(result)
             # Published (fetch_into saw every commit), so no fetch fails now.
+            by_name = {s.name: s for s in slots} if late or end.dropped else {}
             for name, fid, inst in late:
                 by_name[name].set(to_torch(self.run.fetch(fid, inst)))
             returns = [to_torch(arr) for arr in returns]
@@ -952,18 +959,17 @@ class TapeRecorder:
         self.end_wait_s += time.perf_counter() - start
         return status
 
-    def _commit_plan(self, commits: list, held: dict) -> tuple:
+    def _commit_plan(self, commits: list, held: list) -> tuple:
         """Which of the run's final state values can be copied straight
         into the program's tensors (Run.fetch_into: one native call, no
         torch op, so no parallel region of torch's on the host), as
         (direct commits with their tensors, fetch_into's items, the
         commits left to the slots' setters: a slot without a plain CPU
-        tensor)."""
+        tensor). `held`: what each commit's slot holds."""
         direct, items, late = [], [], []
         plain = (torch.Tensor, torch.nn.Parameter)
         specs = self.state_specs
-        for c in commits:
-            cur = held[c[0]]
+        for c, cur in zip(commits, held):
             if cur is None or type(cur) not in plain or not cur.is_cpu:
                 late.append(c)
             else:

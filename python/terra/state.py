@@ -40,6 +40,9 @@ class StateRegistry:
         self.optimizers = list(optimizers)
         self._sig: Any = None  # what `_slots` were built from (see slots)
         self._slots: list[StateSlot] = []
+        # Counts rebuilds of `_slots`: equal generations, the same slots in
+        # the same order (a replay's end checks the names only when it changed).
+        self.generation = 0
 
     def _walk(self) -> tuple[list[tuple[str, torch.Tensor]], list[tuple[str, torch.nn.Module, str]]]:
         """Named parameters and buffers of every module, in the order and with
@@ -120,6 +123,7 @@ class StateRegistry:
             out.append(StateSlot(f"buffer:{name}", lambda mod=mod, attr=attr: getattr(mod, attr),
                                  _attr_setter(mod, attr)))
         self._sig, self._slots = sig, out
+        self.generation += 1
         return list(out)
 
     def tensors(self) -> dict[str, torch.Tensor]:

@@ -120,7 +120,7 @@ class Entry:
 class End:
     """The end of a taped iteration."""
 
-    __slots__ = ("effects", "slots", "dropped", "commits", "returns", "result", "escapes")
+    __slots__ = ("effects", "slots", "dropped", "commits", "returns", "result", "escapes", "checks")
 
     def __init__(self) -> None:
         self.effects: list = []
@@ -130,6 +130,28 @@ class End:
         self.returns: list = []  # (index in the flat result, fetch point, instance)
         self.result: list = []  # identities of the flat result's tensors
         self.escapes: dict = {}  # (q, j) -> (fetch point, instance)
+        self.checks: Any = None  # EndChecks, made by a replay's first end
+
+    def end_checks(self) -> "EndChecks":
+        if self.checks is None:
+            self.checks = EndChecks(self)
+        return self.checks
+
+
+class EndChecks:
+    """How a replay's end checks the state slots against an End quickly:
+    the slot names and identities apart, each commit's slot by position,
+    and the registry generation whose slots were last found to have the
+    End's names (equal generations: the same slots, names not compared)."""
+
+    __slots__ = ("names", "idents", "commit_at", "generation")
+
+    def __init__(self, end: End):
+        self.names = [n for n, _ in end.slots]
+        self.idents = [i for _, i in end.slots]
+        at = {n: k for k, n in enumerate(self.names)}
+        self.commit_at = [at.get(c[0]) for c in end.commits]
+        self.generation = -1
 
 
 class Tape:
