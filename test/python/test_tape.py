@@ -21,7 +21,7 @@ try:
 except NativeModuleMissing as exc:  # pragma: no cover - the build makes it
     pytest.skip(str(exc), allow_module_level=True)
 
-from coexec_helpers import batches, compare, mlp, sgd_program  # noqa: E402
+from coexec_helpers import assert_same, batches, compare, mlp, sgd_program, state_of  # noqa: E402
 
 
 def _replayed(stats: dict) -> list[bool]:
@@ -40,6 +40,41 @@ def test_a_static_step_is_replayed_after_its_first_coexecuted_iteration() -> Non
     replayed = _replayed(stats)
     assert replayed[0] is False and all(replayed[1:]) and len(replayed) >= 5, replayed
     assert stats["replayed_iterations"] == len(replayed) - 1
+
+
+def test_state_slots_rebuilt_between_replayed_steps_are_checked_at_the_end() -> None:
+    """A replay's end compares the slots' names only when the registry
+    rebuilt them (StateRegistry.generation). Between steps 5 and 6 the
+    optimizer's state dicts are replaced by equal copies (rebuilt, same
+    names: the tape's end still fits); between steps 8 and 9 a parameter
+    group the step never uses is added (new slots: the end does not fit
+    and is recorded live). Both must leave state as eager does."""
+    runs = []
+    for terra_mode in (False, True):
+        torch.manual_seed(0)
+        step, model, opt = sgd_program(momentum=0.9)()
+        extra = nn.Parameter(torch.ones(3))
+        fn = terra.function(step, cache_dir=None) if terra_mode else step
+        states = []
+        for i, (x, y) in enumerate(batches(13)):
+            if i == 5:
+                for p in list(opt.state):
+                    opt.state[p] = dict(opt.state[p])
+            if i == 8:
+                opt.add_param_group({"params": [extra], "lr": 0.1})
+            fn(x, y)
+            states.append(state_of(model, opt))
+        runs.append((states, terra.stats(fn) if terra_mode else None))
+    (eager, _), (co, stats) = runs
+    for i, (se, st) in enumerate(zip(eager, co)):
+        assert se.keys() == st.keys(), f"step {i}"
+        for k in se:
+            assert_same(st[k], se[k], f"step {i} {k}")
+    assert stats["fallbacks"] == 0, stats["fallback_log"]
+    replayed = _replayed(stats)
+    # (3 traced steps: co-executed steps are 3-12) replayed around the
+    # equal copies; the step after the new group is recorded, then replayed
+    assert replayed[1:5] == [True] * 4 and replayed[5] is False and replayed[-1] is True, replayed
 
 
 def test_tapes_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
