@@ -723,6 +723,15 @@ void noteForward(PyObject *ex) {
   }
 }
 
+/// Entry `q` is taken (_replay_op's common steps): the last forward op's
+/// nodes are noted, `pos` moves past it and its site is the current one.
+void advance(PyObject *ex, Py_ssize_t q, PyObject *site) {
+  noteForward(ex);
+  py::object next = steal(PyLong_FromSsize_t(q + 1));
+  setAttr(ex, config->pos, next.ptr());
+  setAttr(ex, config->currentSite, site);
+}
+
 /// _Replayed(e, func, args, kwargs, out, None, result), made without
 /// running its __init__ (Python code, with the loop hook on).
 py::object replayedRecord(PyObject *e, PyObject *func, PyObject *args,
@@ -884,11 +893,8 @@ py::object replayPlainView(PyObject *ex, PyObject *e, PyObject *view,
   }
   ++counts.replayed;
 
-  noteForward(ex);
-  py::object next = steal(PyLong_FromSsize_t(q + 1));
-  setAttr(ex, config->pos, next.ptr());
   py::object site = borrow(field(view, fSite));
-  setAttr(ex, config->currentSite, site.ptr());
+  advance(ex, q, site.ptr());
   if (PyTuple_GET_SIZE(feeds.ptr())) {
     py::object fedValues = getAttr(ex, config->fedValues);
     for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(feeds.ptr()); i < n; ++i) {
@@ -994,11 +1000,7 @@ py::object replayPlainView(PyObject *ex, PyObject *e, PyObject *view,
 py::object replayPass(PyObject *ex, PyObject *e, PyObject *view, PyObject *func,
                       PyObject *args, PyObject *kwargs, Py_ssize_t q) {
   ++counts.passes;
-  noteForward(ex);
-  py::object next = steal(PyLong_FromSsize_t(q + 1));
-  setAttr(ex, config->pos, next.ptr());
-  py::object site = borrow(field(view, fSite));
-  setAttr(ex, config->currentSite, site.ptr());
+  advance(ex, q, field(view, fSite));
   py::object out;
   {
     Suspended suspended(ex);
@@ -1153,10 +1155,7 @@ public:
     }
     ++counts.reads;
 
-    noteForward(ex);
-    py::object next = steal(PyLong_FromSsize_t(q + 1));
-    setAttr(ex, config->pos, next.ptr());
-    setAttr(ex, config->currentSite, getAttr(e, config->site).ptr());
+    advance(ex, q, getAttr(e, config->site).ptr());
     py::object effects = getAttr(e, config->effects);
     if (isTrue(effects.ptr()))
       emit(ex, effects.ptr());
