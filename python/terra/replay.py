@@ -899,6 +899,8 @@ class TapeRecorder:
         slots = registry.slots()
         held = [s.get() for s in slots]
         checks = end.end_checks()
+        if not checks.complete:
+            return None
         if checks.generation != registry.generation:
             if [s.name for s in slots] != checks.names:
                 return None

@@ -144,13 +144,16 @@ class EndChecks:
     and the registry generation whose slots were last found to have the
     End's names (equal generations: the same slots, names not compared)."""
 
-    __slots__ = ("names", "idents", "commit_at", "generation")
+    __slots__ = ("names", "idents", "commit_at", "complete", "generation")
 
     def __init__(self, end: End):
         self.names = [n for n, _ in end.slots]
         self.idents = [i for _, i in end.slots]
         at = {n: k for k, n in enumerate(self.names)}
         self.commit_at = [at.get(c[0]) for c in end.commits]
+        # Every commit's slot is among the End's (they come from the same
+        # final slots); an End where one is not never fits.
+        self.complete = None not in self.commit_at
         self.generation = -1
 
 
