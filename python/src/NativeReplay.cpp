@@ -102,8 +102,9 @@ struct Config {
       *torchDispatch, *forgetHostValues, *relaxed, *relaxedFeeds, *forced,
       *kind, *matKind, *answer, *key, *hostReads, *forms, *formsMatch, *infer,
       *memo, *layout, *nativeForms, *shape, *operand, *dim, *numel, *feeds,
-      *fedValues, *strideName, *sizeName, *hostEval, *hostEvalName, *name,
-      *hostResult, *applyHostResult, *leaveFast;
+      *fedValues, *strideName, *sizeName, *deviceName, *dataPtr, *dtypeName,
+      *hostEval, *hostEvalName, *name, *hostResult, *applyHostResult,
+      *leaveFast;
   // _Replayed and placeholder attributes.
   PyObject *entry, *func, *args, *kwargs, *out, *value, *result, *nodes,
       *gradFn, *terraToken, *terraWhere, *terraAddr, *terraBase, *terraReal,
@@ -723,6 +724,29 @@ void noteForward(PyObject *ex) {
   }
 }
 
+/// `_Recorder.key(t)` of a real, non-empty tensor (device, data pointer,
+/// sizes, strides, dtype: the key of the host values Adam's step counters
+/// are read from), or null for a placeholder or an empty tensor (Python's
+/// key then).
+py::object memoryKey(PyObject *t) {
+  if (isPlaceholder(t))
+    return {};
+  py::object numel = steal(PyObject_CallMethodNoArgs(t, config->numel));
+  long n = PyLong_AsLong(numel.ptr());
+  if (n == -1 && PyErr_Occurred())
+    throw py::error_already_set();
+  if (n == 0)
+    return {};
+  py::object device = getAttr(t, config->deviceName);
+  py::object ptr = steal(PyObject_CallMethodNoArgs(t, config->dataPtr));
+  py::object shape = steal(PySequence_Tuple(getAttr(t, config->shape).ptr()));
+  py::object stride = steal(PySequence_Tuple(
+      steal(PyObject_CallMethodNoArgs(t, config->strideName)).ptr()));
+  py::object dtype = getAttr(t, config->dtypeName);
+  return steal(PyTuple_Pack(5, device.ptr(), ptr.ptr(), shape.ptr(),
+                            stride.ptr(), dtype.ptr()));
+}
+
 /// Entry `q` is taken (_replay_op's common steps): the last forward op's
 /// nodes are noted, `pos` moves past it and its site is the current one.
 void advance(PyObject *ex, Py_ssize_t q, PyObject *site) {
@@ -1142,8 +1166,11 @@ public:
       if (value.ptr() == Py_None)
         return config->miss;
     } else if (is(what, config->kUpdatedHost)) {
-      py::object keyOf = getAttr(ex, config->key);
-      py::object k = callSuspended(ex, keyOf.ptr(), {t});
+      py::object k = memoryKey(t);
+      if (!k) { // a placeholder or an empty tensor: Python's key
+        py::object keyOf = getAttr(ex, config->key);
+        k = callSuspended(ex, keyOf.ptr(), {t});
+      }
       py::object values = getAttr(ex, config->hostValues);
       PyObject *v = dictGet(values.ptr(), k.ptr());
       if (!v)
@@ -1397,6 +1424,9 @@ void configure(py::dict c) {
   cfg->feeds = intern("feeds");
   cfg->fedValues = intern("fed_values");
   cfg->strideName = intern("stride");
+  cfg->deviceName = intern("device");
+  cfg->dataPtr = intern("data_ptr");
+  cfg->dtypeName = intern("dtype");
   cfg->sizeName = intern("size");
   cfg->hostEval = intern("host_eval");
   cfg->hostEvalName = intern("_host_eval");
