@@ -27,9 +27,10 @@
 // hook suspended as the Python replay has it, only for the rare parts:
 // argument checks other than a known tensor, a plain value, a tensor list
 // or a relaxed scalar (`tape._match`), a view of a real tensor, writes
-// into memory the host computed a value for, a relaxed scalar's feed,
-// feeds among an entry's run effects, the autograd nodes of a forward op
-// with several results, and a real tensor's memory key.
+// into memory the host computed a value for, a relaxed scalar's value, a
+// feed of an element type the runtime does not take (Python names it),
+// the autograd nodes of a forward op with several results, and the memory
+// key of a placeholder or an empty tensor.
 //
 //===----------------------------------------------------------------------===//
 #include "NativeReplay.h"
@@ -90,7 +91,8 @@ PyObject *dictGet(PyObject *d, PyObject *key) {
 /// Python replay, and attribute names interned once.
 struct Config {
   py::object placeholder, token, replayed, tensor, leafSpec, makeWrapper, match,
-      viewReal, relaxedValue, symDim, miss, weakResults, device, wrapperKwnames;
+      viewReal, relaxedValue, symDim, miss, weakResults, device, wrapperKwnames,
+      elementTypes;
   // Entry attributes.
   PyObject *spec, *outs, *structName, *ids, *written, *effects, *site, *engine,
       *needsFlat;
@@ -103,7 +105,7 @@ struct Config {
       *kind, *matKind, *answer, *key, *hostReads, *forms, *formsMatch, *infer,
       *memo, *layout, *nativeForms, *shape, *operand, *dim, *numel, *feeds,
       *fedValues, *strideName, *sizeName, *deviceName, *dataPtr, *dtypeName,
-      *hostEval, *hostEvalName, *name, *hostResult, *applyHostResult,
+      *feedName, *hostEval, *hostEvalName, *name, *hostResult, *applyHostResult,
       *leaveFast;
   // _Replayed and placeholder attributes.
   PyObject *entry, *func, *args, *kwargs, *out, *value, *result, *nodes,
@@ -111,7 +113,8 @@ struct Config {
       *storageOffset, *elementSize;
   // Recipe kinds.
   PyObject *kNew, *kSame, *kView, *kValue, *kT, *kV, *kL, *kR, *kF, *kCase,
-      *kLoop, *kMat, *kKnown, *kUpdatedHost, *kViewStrides;
+      *kLoop, *kFeed, *kIn, *kRelaxedSrc, *kMat, *kKnown, *kUpdatedHost,
+      *kViewStrides;
 };
 
 Config *config = nullptr;
@@ -152,7 +155,7 @@ struct Counts {
   uint64_t replayed = 0, misses = 0, slowChecks = 0, realViews = 0,
            realWrites = 0, noteNodes = 0, effects = 0, pythonEffects = 0,
            relaxed = 0, reads = 0, formChecks = 0, memoHits = 0, memoMisses = 0,
-           pythonFormChecks = 0, hostEvals = 0, passes = 0;
+           pythonFormChecks = 0, hostEvals = 0, passes = 0, feeds = 0;
 } counts;
 
 PyObject *intern(const char *s) {
@@ -663,18 +666,62 @@ py::object makeResults(PyObject *ex, PyObject *outs, PyObject *structure,
                         "make");
 }
 
-/// TapeRecorder._emit: case selections and loop conditions go to the run
-/// here; an effect list with a feed goes to the Python helper whole.
+/// runio.tensor_spec(value) for a feed, or null when only Python can make
+/// it (an element type the runtime does not take: Python raises, naming it).
+py::object feedSpec(PyObject *value) {
+  if (!isTensor(value))
+    return {};
+  py::object dtype = getAttr(value, config->dtypeName);
+  PyObject *element = dictGet(config->elementTypes.ptr(), dtype.ptr());
+  if (!element)
+    return {};
+  py::object ptr = steal(PyObject_CallMethodNoArgs(value, config->dataPtr));
+  py::object shape = getAttr(value, config->shape);
+  py::object stride =
+      steal(PyObject_CallMethodNoArgs(value, config->strideName));
+  return steal(
+      PyTuple_Pack(5, ptr.ptr(), element, shape.ptr(), stride.ptr(), value));
+}
+
+/// TapeRecorder._emit: case selections, loop conditions and feeds (the
+/// value an entry's replay recorded: a fed input's, `fed_values[(q, k)]`,
+/// or a relaxed scalar's, `relaxed_feeds[q]`) go to the run in order. An
+/// effect list with anything else goes to the Python helper whole, before
+/// anything was sent.
 void emit(PyObject *ex, PyObject *effects) {
   ++counts.effects;
   py::object seq = steal(PySequence_Fast(effects, "effects"));
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.ptr());
   PyObject **items = PySequence_Fast_ITEMS(seq.ptr());
+  std::vector<py::object> specs(n);
+  py::object fedValues, relaxedFeeds;
+  auto feedSpecOf = [&](PyObject *src) -> py::object {
+    if (!PyTuple_Check(src) || PyTuple_GET_SIZE(src) < 2)
+      return {};
+    PyObject *kind = PyTuple_GET_ITEM(src, 0), *value = nullptr;
+    if (is(kind, config->kRelaxedSrc) && PyTuple_GET_SIZE(src) == 2) {
+      if (!relaxedFeeds)
+        relaxedFeeds = getAttr(ex, config->relaxedFeeds);
+      value = dictGet(relaxedFeeds.ptr(), PyTuple_GET_ITEM(src, 1));
+    } else if (is(kind, config->kIn) && PyTuple_GET_SIZE(src) == 3) {
+      if (!fedValues)
+        fedValues = getAttr(ex, config->fedValues);
+      py::object key = steal(PyTuple_GetSlice(src, 1, 3));
+      value = dictGet(fedValues.ptr(), key.ptr());
+    }
+    return value ? feedSpec(value) : py::object();
+  };
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject *eff = items[i];
-    if (!PyTuple_Check(eff) || PyTuple_GET_SIZE(eff) < 3 ||
-        !(is(PyTuple_GET_ITEM(eff, 0), config->kCase) ||
-          is(PyTuple_GET_ITEM(eff, 0), config->kLoop))) {
+    bool native = PyTuple_Check(eff) && PyTuple_GET_SIZE(eff) >= 3;
+    if (native && is(PyTuple_GET_ITEM(eff, 0), config->kFeed)) {
+      specs[i] = feedSpecOf(PyTuple_GET_ITEM(eff, 2));
+      native = bool(specs[i]);
+    } else if (native) {
+      native = is(PyTuple_GET_ITEM(eff, 0), config->kCase) ||
+               is(PyTuple_GET_ITEM(eff, 0), config->kLoop);
+    }
+    if (!native) {
       ++counts.pythonEffects;
       py::object method = getAttr(ex, config->emit);
       callSuspended(ex, method.ptr(), {effects});
@@ -685,11 +732,17 @@ void emit(PyObject *ex, PyObject *effects) {
   py::object sent = getAttr(ex, config->sent);
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject *eff = items[i];
-    PyObject *method = is(PyTuple_GET_ITEM(eff, 0), config->kCase)
-                           ? config->sendCase
-                           : config->sendLoop;
-    PyObject *argv[] = {run.ptr(), PyTuple_GET_ITEM(eff, 1),
-                        PyTuple_GET_ITEM(eff, 2)};
+    PyObject *method, *arg;
+    if (specs[i]) {
+      ++counts.feeds;
+      method = config->feedName;
+      arg = specs[i].ptr();
+    } else {
+      method = is(PyTuple_GET_ITEM(eff, 0), config->kCase) ? config->sendCase
+                                                           : config->sendLoop;
+      arg = PyTuple_GET_ITEM(eff, 2);
+    }
+    PyObject *argv[] = {run.ptr(), PyTuple_GET_ITEM(eff, 1), arg};
     steal(PyObject_VectorcallMethod(
         method, argv, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
     if (PyList_Append(sent.ptr(), eff) < 0)
@@ -1327,6 +1380,7 @@ void configure(py::dict c) {
   cfg->symDim = get("SymDim");
   cfg->miss = get("miss");
   cfg->weakResults = get("WeakResults");
+  cfg->elementTypes = get("element_types");
   cfg->device = config && config->device ? config->device : py::str("cpu");
   for (py::handle t :
        {cfg->placeholder, cfg->replayed, cfg->tensor, cfg->leafSpec})
@@ -1427,6 +1481,7 @@ void configure(py::dict c) {
   cfg->deviceName = intern("device");
   cfg->dataPtr = intern("data_ptr");
   cfg->dtypeName = intern("dtype");
+  cfg->feedName = intern("feed");
   cfg->sizeName = intern("size");
   cfg->hostEval = intern("host_eval");
   cfg->hostEvalName = intern("_host_eval");
@@ -1436,6 +1491,9 @@ void configure(py::dict c) {
   cfg->leaveFast = intern("_leave_fast");
   cfg->kCase = intern("case");
   cfg->kLoop = intern("loop");
+  cfg->kFeed = intern("feed");
+  cfg->kIn = intern("in");
+  cfg->kRelaxedSrc = intern("relaxed");
   delete config; // a second configuration replaces the first
   config = cfg;
 }
@@ -1475,6 +1533,7 @@ void terra::bindNativeReplay(py::module_ &m) {
         d["python_form_checks"] = counts.pythonFormChecks;
         d["host_evals"] = counts.hostEvals;
         d["passes"] = counts.passes;
+        d["feeds"] = counts.feeds;
         return d;
       },
       "What replay_plain did since the process started.");

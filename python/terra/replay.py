@@ -23,6 +23,7 @@ from torch.utils._pytree import LeafSpec, tree_flatten, tree_unflatten
 
 from . import backward, placeholder, sizes
 from .placeholder import Placeholder, Token, view_placeholder
+from .mlir_text import ELEMENT_TYPES
 from .runio import resolve_later, tensor_spec, to_torch
 from .sites import is_engine_site, user_line
 from .tape import (Entry, Tape, Untapeable, _match, flat_inputs, flat_results, form_matches, matches, relax_host_shapes,
@@ -1159,7 +1160,7 @@ def _native_replay() -> Optional[Callable]:
                              "Tensor": torch.Tensor, "LeafSpec": LeafSpec, "make_wrapper": _make_wrapper,
                              "match": _match,
                              "view_real": _view_of_real, "relaxed_value": relaxed_value, "SymDim": sizes.SymDim,
-                             "miss": _MISS, "WeakResults": WeakResults})
+                             "miss": _MISS, "WeakResults": WeakResults, "element_types": ELEMENT_TYPES})
     return module.replay_plain
 
 
