@@ -17,9 +17,9 @@
 // `DirectMode.read` replays a read by a C tensor method that the tape
 // answers with a value the host has. A "pass" entry (an op the graph does
 // not have, such as the profiler handle every `zero_grad` and optimizer
-// `step` makes, `Entry.native_pass`) is run here as it is. Anything else, and
-// any call that does not pass the entry's checks, goes to the Python replay
-// (the miss sentinel is returned before anything changed).
+// `step` makes: `Entry.native`'s last field) is run here as it is. Anything
+// else, and any call that does not pass the entry's checks, goes to the Python
+// replay (the miss sentinel is returned before anything changed).
 //
 // The Python replay is the specification: each step below names the
 // Python it mirrors, and the tests compare the two bit for bit
@@ -105,7 +105,7 @@ struct Config {
       *kind, *matKind, *answer, *key, *hostReads, *forms, *formsMatch, *infer,
       *memo, *layout, *nativeForms, *shape, *operand, *dim, *numel, *feeds,
       *fedValues, *strideName, *sizeName, *deviceName, *dataPtr, *dtypeName,
-      *feedName, *hostEval, *hostEvalName, *name, *hostResult, *applyHostResult,
+      *hostEval, *hostEvalName, *name, *hostResult, *applyHostResult,
       *leaveFast;
   // _Replayed and placeholder attributes.
   PyObject *entry, *func, *args, *kwargs, *out, *value, *result, *nodes,
@@ -113,8 +113,7 @@ struct Config {
       *storageOffset, *elementSize;
   // Recipe kinds.
   PyObject *kNew, *kSame, *kView, *kValue, *kT, *kV, *kL, *kR, *kF, *kCase,
-      *kLoop, *kFeed, *kIn, *kRelaxedSrc, *kMat, *kKnown, *kUpdatedHost,
-      *kViewStrides;
+      *kLoop, *kFeed, *kIn, *kMat, *kKnown, *kUpdatedHost, *kViewStrides;
 };
 
 Config *config = nullptr;
@@ -234,19 +233,26 @@ private:
   bool resume = false;
 };
 
-/// Calls a Python helper with the loop hook suspended.
-py::object callSuspended(PyObject *ex, PyObject *callable,
-                         std::initializer_list<PyObject *> argList) {
+/// `call()`'s result, with the loop hook suspended while it runs.
+template <typename Call>
+py::object withLoopHookSuspended(PyObject *ex, Call call) {
   Suspended suspended(ex);
-  std::vector<PyObject *> argv(argList);
-  PyObject *r =
-      PyObject_Vectorcall(callable, argv.data(), argv.size(), nullptr);
+  PyObject *r = call();
   bool resumed = suspended.end();
   if (!r || !resumed) {
     Py_XDECREF(r);
     throw py::error_already_set();
   }
   return steal(r);
+}
+
+/// Calls a Python helper with the loop hook suspended.
+py::object callSuspended(PyObject *ex, PyObject *callable,
+                         std::initializer_list<PyObject *> argList) {
+  std::vector<PyObject *> argv(argList);
+  return withLoopHookSuspended(ex, [&] {
+    return PyObject_Vectorcall(callable, argv.data(), argv.size(), nullptr);
+  });
 }
 
 /// `idents.get(id(t))`: the identity this iteration gave a tensor.
@@ -699,7 +705,7 @@ void emit(PyObject *ex, PyObject *effects) {
     if (!PyTuple_Check(src) || PyTuple_GET_SIZE(src) < 2)
       return {};
     PyObject *kind = PyTuple_GET_ITEM(src, 0), *value = nullptr;
-    if (is(kind, config->kRelaxedSrc) && PyTuple_GET_SIZE(src) == 2) {
+    if (is(kind, config->relaxed) && PyTuple_GET_SIZE(src) == 2) {
       if (!relaxedFeeds)
         relaxedFeeds = getAttr(ex, config->relaxedFeeds);
       value = dictGet(relaxedFeeds.ptr(), PyTuple_GET_ITEM(src, 1));
@@ -735,7 +741,7 @@ void emit(PyObject *ex, PyObject *effects) {
     PyObject *method, *arg;
     if (specs[i]) {
       ++counts.feeds;
-      method = config->feedName;
+      method = config->kFeed; // Run.feed
       arg = specs[i].ptr();
     } else {
       method = is(PyTuple_GET_ITEM(eff, 0), config->kCase) ? config->sendCase
@@ -1078,18 +1084,10 @@ py::object replayPass(PyObject *ex, PyObject *e, PyObject *view, PyObject *func,
                       PyObject *args, PyObject *kwargs, Py_ssize_t q) {
   ++counts.passes;
   advance(ex, q, field(view, fSite));
-  py::object out;
-  {
-    Suspended suspended(ex);
-    PyObject *r =
-        PyObject_Call(func, args, PyDict_GET_SIZE(kwargs) ? kwargs : nullptr);
-    bool resumed = suspended.end();
-    if (!r || !resumed) {
-      Py_XDECREF(r);
-      throw py::error_already_set();
-    }
-    out = steal(r);
-  }
+  py::object out = withLoopHookSuspended(ex, [&] {
+    return PyObject_Call(func, args,
+                         PyDict_GET_SIZE(kwargs) ? kwargs : nullptr);
+  });
   nameResults(ex, view, out.ptr());
   py::object r = replayedRecord(e, func, args, kwargs, out.ptr(), Py_None);
   py::object replayed = getAttr(ex, config->replayedList);
@@ -1481,7 +1479,6 @@ void configure(py::dict c) {
   cfg->deviceName = intern("device");
   cfg->dataPtr = intern("data_ptr");
   cfg->dtypeName = intern("dtype");
-  cfg->feedName = intern("feed");
   cfg->sizeName = intern("size");
   cfg->hostEval = intern("host_eval");
   cfg->hostEvalName = intern("_host_eval");
@@ -1493,7 +1490,6 @@ void configure(py::dict c) {
   cfg->kLoop = intern("loop");
   cfg->kFeed = intern("feed");
   cfg->kIn = intern("in");
-  cfg->kRelaxedSrc = intern("relaxed");
   delete config; // a second configuration replaces the first
   config = cfg;
 }

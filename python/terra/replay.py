@@ -1098,10 +1098,11 @@ def _chain(tape: Tape) -> None:
         # Ops the graph does not have, run on the host as they are (the
         # profiler handle `record_function` makes in zero_grad and step):
         # checked by the op alone (_fits), no feeds, results named.
-        e.native_pass = (e.kind == "pass" and not (e.feeds or e.infer or e.written) and e.relaxed is None
-                         and e.func not in (_COPY, _NEW_EMPTY_STRIDED)
-                         and (e.struct is None or e.struct is list or e.struct is tuple))
-        e.native = tuple(getattr(e, f) for f in _NATIVE_FIELDS) if e.plain or e.native_pass else None
+        native_pass = (e.kind == "pass" and not (e.feeds or e.infer or e.written) and e.relaxed is None
+                       and e.func not in (_COPY, _NEW_EMPTY_STRIDED)
+                       and (e.struct is None or e.struct is list or e.struct is tuple))
+        e.native = tuple(getattr(e, f) for f in _NATIVE_FIELDS) + (native_pass,) \
+            if e.plain or native_pass else None
         h = hash((h, e.func, e.kind, e.mat_kind, repr(e.spec), repr(e.outs), repr(e.effects), repr(e.answer),
                   e.written, e.feeds, e.host_eval, repr(e.relaxed), e.site, repr(e.loops), e.engine_sites,
                   repr(e.forms), repr(e.mask_reads)))
@@ -1132,10 +1133,10 @@ class _Replayed:
 
 _MISS = object()
 # An entry's attributes the native replay reads, in the order of
-# NativeReplay.cpp's EntryField (Entry.native): set once the tape is made,
-# when entries no longer change.
+# NativeReplay.cpp's EntryField (Entry.native, which adds whether the entry
+# is a pass): set once the tape is made, when entries no longer change.
 _NATIVE_FIELDS = ("spec", "forms", "native_forms", "outs", "infer", "memo", "needs_flat", "feeds", "site",
-                  "struct", "engine", "host_eval", "name", "written", "relaxed", "ids", "effects", "native_pass")
+                  "struct", "engine", "host_eval", "name", "written", "relaxed", "ids", "effects")
 _DETACH = torch.ops.aten.detach.default
 _COPY = torch.ops.aten.copy_.default
 _NEW_EMPTY_STRIDED = torch.ops.aten.new_empty_strided.default

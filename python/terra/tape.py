@@ -65,7 +65,7 @@ class Entry:
     __slots__ = ("kind", "func", "name", "spec", "outs", "struct", "effects", "site", "reached",
                  "loops", "engine", "engine_sites", "host_eval", "written", "relaxed", "answer",
                  "mat_kind", "feeds", "chain", "needs_flat", "real", "ids", "infer", "forms", "mask_reads", "memo", "plain",
-                 "native_forms", "native_pass", "native")
+                 "native_forms", "native")
 
     def __init__(self, kind: str, func: Any, spec: Any):
         self.kind = kind  # "op", "rng", "pass", "mat", "stop"
@@ -110,10 +110,9 @@ class Entry:
         self.plain = False
         # The forms as the native replay checks them, or None (replay._chain).
         self.native_forms: Any = None
-        # A "pass" entry the native replay runs (set with `plain`).
-        self.native_pass = False
-        # What the native replay reads of a plain or native pass entry, in
-        # one tuple (replay._NATIVE_FIELDS), or None for the others.
+        # What the native replay reads of an entry it takes (a plain one, or
+        # a "pass" one it runs as it is), in one tuple (replay._NATIVE_FIELDS,
+        # the last field: whether it is a pass), or None for the others.
         self.native: Optional[tuple] = None
 
 
