@@ -31,16 +31,24 @@
 // init is passed as the bias; any other init is copied into the output
 // first and accumulated into (`overwrite` = 0).
 //
-// Ops that do not match (other element types, dynamic spatial sizes, a
-// generic whose maps fusion changed) stay linalg and become loops.
+// Spatial sizes may be dynamic (a pooling whose output size varies between
+// the merged paths, SDPoint): the padding after the input is then left to
+// the entry point, which derives it from the run's sizes (a negative
+// bottom/right padding, include/terra/Runtime/LibraryEntryPoints.h). The
+// kernel's sizes and the group count must be static. Ops that do not match
+// (other element types, a generic whose maps fusion changed) stay linalg and
+// become loops.
 //
 //===----------------------------------------------------------------------===//
 #include "terra/Lowering/ConvolutionMaps.h"
 #include "terra/Passes.h"
+#include "terra/Runtime/LibraryEntryPoints.h"
 
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/SymbolTable.h"
+
+#include <limits>
 
 namespace terra {
 #define GEN_PASS_DEF_TERRALIBRARYCONVOLUTIONS
@@ -150,38 +158,37 @@ int64_t dimOf(Value v, int64_t d) {
 }
 
 /// The bottom (right) padding the library needs, given the top (left)
-/// one, so that `out` output rows result from `in` input rows: a
-/// non-negative `high` with (in + low + high - (k - 1) * dil - 1) / stride
-/// + 1 == out; `preferred` when it is one (PyTorch passes symmetric
-/// padding), else the smallest.
+/// one, so that `out` output rows result from `in` input rows
+/// (terra::rt::convHighPadding, preferring `preferred`); for a dynamic
+/// `in` or `out`, the encoding that leaves it to the entry point. Fails
+/// when static sizes leave none, or need more than `most`.
 std::optional<int64_t> highPadding(int64_t in, int64_t out, int64_t k,
                                    int64_t stride, int64_t dil, int64_t low,
-                                   int64_t preferred) {
-  int64_t ext = (k - 1) * dil;
-  int64_t least = (out - 1) * stride + ext + 1 - in - low;
-  int64_t most = out * stride + ext - in - low;
-  if (most < 0 || least > most)
+                                   int64_t preferred, int64_t most) {
+  if (ShapedType::isDynamic(in) || ShapedType::isDynamic(out))
+    return -1 - preferred;
+  int64_t high =
+      terra::rt::convHighPadding(in, out, k, stride, dil, low, preferred);
+  if (high < 0 || high > most)
     return std::nullopt;
-  if (preferred >= std::max<int64_t>(least, 0) && preferred <= most)
-    return preferred;
-  return std::max<int64_t>(least, 0);
+  return high;
 }
 
 /// Completes the parameters of a forward or weight-gradient call whose
 /// input x was zero padded by `pad` into rows the output covers: the
-/// padding after the input shrinks to what the output uses.
+/// padding after the input shrinks to what the output uses (at run time
+/// for dynamic sizes: a valid linalg op's output never needs more than the
+/// pad's).
 bool setPadding(ConvCall &c, const Unpadded &pad, int64_t oh, int64_t ow,
                 int64_t kh, int64_t kw) {
   Value x = pad.value;
-  if (!staticDims(x, {2, 3}))
-    return false;
   int64_t in[2] = {dimOf(x, 2), dimOf(x, 3)}, out[2] = {oh, ow},
           k[2] = {kh, kw};
   for (int d = 0; d < 2; ++d) {
     std::optional<int64_t> high =
         highPadding(in[d], out[d], k[d], c.params[d], c.params[6 + d],
-                    pad.low[d], pad.high[d]);
-    if (!high || *high > pad.high[d])
+                    pad.low[d], pad.high[d], /*most=*/pad.high[d]);
+    if (!high)
       return false;
     c.params[2 + d] = pad.low[d];
     c.params[4 + d] = *high;
@@ -194,12 +201,10 @@ std::optional<ConvCall> matchForward(OpBuilder &b, linalg::LinalgOp op) {
   bool grouped = isa<linalg::Conv2DNgchwGfchwOp>(op);
   Value x = op.getDpsInputs()[0], w = op.getDpsInputs()[1],
         init = op.getDpsInits()[0];
-  // Spatial dims and, when grouped, the group count must be static.
-  if (!staticDims(x, grouped ? ArrayRef<int64_t>{1, 3, 4}
-                             : ArrayRef<int64_t>{2, 3}) ||
-      !staticDims(w, grouped ? ArrayRef<int64_t>{3, 4}
-                             : ArrayRef<int64_t>{2, 3}) ||
-      !staticDims(init,
+  // The kernel's spatial dims and, when grouped, the group count must be
+  // static.
+  if ((grouped && !staticDims(x, {1})) ||
+      !staticDims(w,
                   grouped ? ArrayRef<int64_t>{3, 4} : ArrayRef<int64_t>{2, 3}))
     return std::nullopt;
   DenseIntElementsAttr strides, dilations;
@@ -299,8 +304,7 @@ std::optional<ConvCall> matchGradWeight(OpBuilder &b, linalg::GenericOp g,
                                         const ConvGradMatch &m) {
   Value x = g.getDpsInputs()[0], dy = g.getDpsInputs()[1],
         init = g.getDpsInits()[0];
-  if (!staticDims(x, {1, 3, 4}) || !staticDims(dy, {3, 4}) ||
-      !staticDims(init, {3, 4}))
+  if (!staticDims(x, {1}) || !staticDims(init, {3, 4}))
     return std::nullopt;
   Location loc = g.getLoc();
   ConvCall c;
@@ -329,8 +333,7 @@ std::optional<ConvCall> matchGradInput(OpBuilder &b, linalg::GenericOp g,
                                        const ConvGradMatch &m) {
   Value z = g.getDpsInputs()[0], w = g.getDpsInputs()[1],
         init = g.getDpsInits()[0];
-  if (!staticDims(z, {3, 4}) || !staticDims(w, {0, 3, 4}) ||
-      !staticDims(init, {3, 4}))
+  if (!staticDims(w, {0, 3, 4}))
     return std::nullopt;
   Location loc = g.getLoc();
   ConvCall c;
@@ -352,7 +355,7 @@ std::optional<ConvCall> matchGradInput(OpBuilder &b, linalg::GenericOp g,
     if (isZeroFill(ins.getDest()) && srcT.getRank() == 4 && fullLeading &&
         !ShapedType::isDynamicShape(offs) &&
         !ShapedType::isDynamicShape(strs) && offs[0] == 0 && offs[1] == 0 &&
-        strs[0] == 1 && strs[1] == 1 && staticDims(src, {2, 3})) {
+        strs[0] == 1 && strs[1] == 1) {
       dy = src;
       for (int d = 0; d < 2; ++d) {
         stride[d] = strs[2 + d];
@@ -371,9 +374,9 @@ std::optional<ConvCall> matchGradInput(OpBuilder &b, linalg::GenericOp g,
     int64_t low = (k[d] - 1) * m.dilation[d] - offset[d];
     if (low < 0)
       return std::nullopt;
-    std::optional<int64_t> high =
-        highPadding(dimOf(init, 3 + d), dimOf(dy, 2 + d), k[d], stride[d],
-                    m.dilation[d], low, /*preferred=*/low);
+    std::optional<int64_t> high = highPadding(
+        dimOf(init, 3 + d), dimOf(dy, 2 + d), k[d], stride[d], m.dilation[d],
+        low, /*preferred=*/low, /*most=*/std::numeric_limits<int64_t>::max());
     if (!high)
       return std::nullopt;
     c.params[2 + d] = low;

@@ -758,10 +758,24 @@ template <typename T>
 ConvProblem problemOf(const ConvOperands<T> &o, int64_t sh, int64_t sw,
                       int64_t plh, int64_t plw, int64_t prh, int64_t prw,
                       int64_t dh, int64_t dw, int64_t groups) {
-  return {o.x.size[0], o.x.size[1], o.x.size[2], o.x.size[3], o.w.size[0],
-          o.w.size[2], o.w.size[3], o.y.size[2], o.y.size[3], sh,
-          sw,          plh,         plw,         prh,         prw,
-          dh,          dw,          groups};
+  ConvProblem p{o.x.size[0], o.x.size[1], o.x.size[2], o.x.size[3], o.w.size[0],
+                o.w.size[2], o.w.size[3], o.y.size[2], o.y.size[3], sh,
+                sw,          plh,         plw,         prh,         prw,
+                dh,          dw,          groups};
+  // A negative padding after the input: the one the sizes call for
+  // (include/terra/Runtime/LibraryEntryPoints.h); if there is none it stays
+  // negative, and the call fails its check.
+  if (prh < 0)
+    if (int64_t high =
+            terra::rt::convHighPadding(p.h, p.oh, p.kh, sh, dh, plh, -1 - prh);
+        high >= 0)
+      p.prh = high;
+  if (prw < 0)
+    if (int64_t high =
+            terra::rt::convHighPadding(p.w, p.ow, p.kw, sw, dw, plw, -1 - prw);
+        high >= 0)
+      p.prw = high;
+  return p;
 }
 
 } // namespace

@@ -67,13 +67,16 @@ def mlir_attr(value: Any) -> str:
 
 
 def graph_text(name: str, inputs: Sequence[torch.Tensor], args: dict[str, Any],
-               outputs: Sequence[torch.Tensor], dynamic: Sequence[int] = ()) -> str:
-    """A one-op terra.graph: feeds 1..n, the op, fetches 0..m-1."""
+               outputs: Sequence[torch.Tensor], dynamic: Sequence[int] = (),
+               static_inputs: Sequence[int] = ()) -> str:
+    """A one-op terra.graph: feeds 1..n, the op, fetches 0..m-1; the
+    `dynamic` dims are dynamic in every type but the `static_inputs`'."""
     lines = ["module {", "  terra.graph @op {"]
+    in_dynamic = [() if i in static_inputs else dynamic for i in range(len(inputs))]
     for i, t in enumerate(inputs):
-        lines.append(f"    %in{i} = terra.feed {i + 1} : {mlir_type(t, dynamic)}")
+        lines.append(f"    %in{i} = terra.feed {i + 1} : {mlir_type(t, in_dynamic[i])}")
     operands = ", ".join(f"%in{i}" for i in range(len(inputs)))
-    in_types = ", ".join(mlir_type(t, dynamic) for t in inputs)
+    in_types = ", ".join(mlir_type(t, d) for t, d in zip(inputs, in_dynamic))
     out_types = ", ".join(mlir_type(t, dynamic) for t in outputs)
     results = ", ".join(f"%out#{j}" for j in range(len(outputs)))
     arg_text = ""
@@ -112,11 +115,11 @@ def run_graph(text: str, feeds: Sequence[np.ndarray], script: str = "") -> dict[
 
 def run_op(name: str, inputs: Sequence[torch.Tensor], args: dict[str, Any] | None = None,
            outputs: Sequence[torch.Tensor] | None = None,
-           dynamic: Sequence[int] = ()) -> list[np.ndarray]:
+           dynamic: Sequence[int] = (), static_inputs: Sequence[int] = ()) -> list[np.ndarray]:
     """Compiles and runs one op; `outputs` (eager results) give the result types."""
     args = args or {}
     assert outputs is not None, "pass the eager outputs to type the graph"
-    text = graph_text(name, inputs, args, outputs, dynamic)
+    text = graph_text(name, inputs, args, outputs, dynamic, static_inputs)
     fetched = run_graph(text, [t.detach().numpy() for t in inputs])
     return [fetched[j][0] for j in range(len(outputs))]
 
@@ -130,12 +133,12 @@ def aten(name: str):
 
 def check_op(name: str, inputs: Sequence[torch.Tensor], args: dict[str, Any] | None = None,
              *, kwargs_for_torch: dict[str, Any] | None = None, rtol: float = 1e-5,
-             atol: float = 1e-5, dynamic: Sequence[int] = ()) -> None:
+             atol: float = 1e-5, dynamic: Sequence[int] = (), static_inputs: Sequence[int] = ()) -> None:
     """Runs `name` eagerly and compiled and asserts the results match."""
     args = args or {}
     expected = aten(name)(*inputs, **(kwargs_for_torch if kwargs_for_torch is not None else args))
     expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
-    got = run_op(name, inputs, args, expected, dynamic)
+    got = run_op(name, inputs, args, expected, dynamic, static_inputs)
     for e, g in zip(expected, got):
         np.testing.assert_allclose(g, e.detach().numpy(), rtol=rtol, atol=atol,
                                    err_msg=f"{name} args={args}")

@@ -121,6 +121,22 @@ def test_convolution_backward_1d_and_dynamic():
              dynamic=[0], **TOL)
 
 
+@pytest.mark.parametrize("case", [(9, 9, 3, 2, 1, 1, 1), (11, 8, 3, 2, 1, 1, 2), (12, 10, 3, 1, 2, 2, 1),
+                                  (7, 9, 1, 2, 0, 1, 1)])
+def test_convolution_dynamic_spatial(case):
+    """Spatial sizes known only at run time (a pooling whose size varies
+    between merged paths feeds the convolution): the output sizes are
+    computed and the padding after the input is derived by the entry point
+    (stride 2 with a choice of bottom padding, dilation, 1x1 stride 2)."""
+    h, w_, k, stride, padding, dilation, groups = case
+    x, w, b = rand(2, 4, h, w_), rand(6, 4 // groups, k, k), rand(6)
+    args = conv_args(stride, padding, dilation, groups)
+    check_op("aten.convolution", [x, w, b], args, dynamic=[2, 3], static_inputs=[1, 2], **TOL)
+    go = rand(*aten("aten.convolution")(x, w, None, **args).shape)
+    check_op("aten.convolution_backward", [go, x, w], {**args, "bias_sizes": [6], "output_mask": [True] * 3},
+             dynamic=[2, 3], static_inputs=[2], **TOL)
+
+
 def tconv_args(stride=1, padding=0, output_padding=0, dilation=1, groups=1, dims=2):
     def per_dim(v):
         return [v] * dims if isinstance(v, int) else list(v)
@@ -334,6 +350,18 @@ def test_adaptive_avg_pool2d(sizes):
     check_op("aten._adaptive_avg_pool2d", [x], {"output_size": list(out)})
     go = rand(2, 3, *out)
     check_op("aten._adaptive_avg_pool2d_backward", [go, x])
+
+
+@pytest.mark.parametrize("sizes", [((8, 8), (3, 3)), ((5, 7), (3, 4)), ((2, 3), (3, 3)), ((7, 7), (1, 1)),
+                                   ((6, 4), (2, 2))])
+def test_adaptive_avg_pool2d_dynamic_spatial(sizes):
+    """Input sizes known only at run time: windows computed from them
+    (uneven, more outputs than inputs, global, dividing)."""
+    (h, w), out = sizes
+    x = rand(2, 3, h, w)
+    check_op("aten._adaptive_avg_pool2d", [x], {"output_size": list(out)}, dynamic=[2, 3])
+    go = rand(2, 3, *out)
+    check_op("aten._adaptive_avg_pool2d_backward", [go, x], dynamic=[2, 3])
 
 
 def test_adaptive_avg_pool2d_chw_and_dynamic():

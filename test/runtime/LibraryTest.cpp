@@ -234,6 +234,9 @@ struct ConvCase {
   int64_t sh, sw, plh, plw, prh, prw, dh, dw, groups;
   Layout4 in0, in1, out; // the two inputs (in call order) and the output
   bool bias, overwrite;
+  // The padding after the input passed as "derive it" (a negative value,
+  // preferring prh + 2 / prw + 2), as graphs with dynamic spatial sizes do.
+  bool derive = false;
 };
 
 std::ostream &operator<<(std::ostream &os, const ConvCase &p) {
@@ -244,7 +247,8 @@ std::ostream &operator<<(std::ostream &os, const ConvCase &p) {
             << "," << p.prw << " d" << p.dh << "," << p.dw << " g" << p.groups
             << " layouts " << int(p.in0) << int(p.in1) << int(p.out)
             << (p.bias ? " bias" : "")
-            << (p.overwrite ? " overwrite" : " accumulate");
+            << (p.overwrite ? " overwrite" : " accumulate")
+            << (p.derive ? " derived" : "");
 }
 
 /// Runs one case in element type T; returns the largest error relative to
@@ -323,19 +327,22 @@ template <typename T> double runConvCase(const ConvCase &p, double tol) {
   StridedMemRefType<T, 1> b{
       bias.data(), bias.data(), 0, {int64_t(bias.size())}, {1}};
   int64_t ow_ = p.overwrite;
+  // Any bottom padding that gives these output sizes gives the same values.
+  int64_t prh = p.derive ? -1 - (p.prh + 2) : p.prh;
+  int64_t prw = p.derive ? -1 - (p.prw + 2) : p.prw;
   auto call = [&](auto fwd, auto gin, auto gw) {
     switch (p.op) {
     case ConvOp::Forward:
-      fwd(&x.desc, &w.desc, &b, &y.desc, p.sh, p.sw, p.plh, p.plw, p.prh, p.prw,
+      fwd(&x.desc, &w.desc, &b, &y.desc, p.sh, p.sw, p.plh, p.plw, prh, prw,
           p.dh, p.dw, p.groups, ow_);
       break;
     case ConvOp::GradInput:
-      gin(&y.desc, &w.desc, &x.desc, p.sh, p.sw, p.plh, p.plw, p.prh, p.prw,
-          p.dh, p.dw, p.groups, ow_);
+      gin(&y.desc, &w.desc, &x.desc, p.sh, p.sw, p.plh, p.plw, prh, prw, p.dh,
+          p.dw, p.groups, ow_);
       break;
     case ConvOp::GradWeight:
-      gw(&x.desc, &y.desc, &w.desc, p.sh, p.sw, p.plh, p.plw, p.prh, p.prw,
-         p.dh, p.dw, p.groups, ow_);
+      gw(&x.desc, &y.desc, &w.desc, p.sh, p.sw, p.plh, p.plw, prh, prw, p.dh,
+         p.dw, p.groups, ow_);
       break;
     }
   };
@@ -442,6 +449,35 @@ std::vector<ConvCase> convCases() {
                s.kw, s.sh, s.sw, s.plh, s.plw, s.prh, s.prw,
                s.dh, s.dw, s.g,  a,     b,     o,     op == ConvOp::Forward,
                ow});
+  // The padding after the input derived from the sizes (stride 1, stride 2
+  // with a choice of padding, dilation with asymmetric padding).
+  for (ConvOp op : {ConvOp::Forward, ConvOp::GradInput, ConvOp::GradWeight})
+    for (const Shape &s : {shapes[0], shapes[1], shapes[2]}) {
+      ConvCase k{op,
+                 s.n,
+                 s.c,
+                 s.h,
+                 s.w,
+                 s.f,
+                 s.kh,
+                 s.kw,
+                 s.sh,
+                 s.sw,
+                 s.plh,
+                 s.plw,
+                 s.prh,
+                 s.prw,
+                 s.dh,
+                 s.dw,
+                 s.g,
+                 L::Contiguous,
+                 L::Contiguous,
+                 L::Contiguous,
+                 op == ConvOp::Forward,
+                 true};
+      k.derive = true;
+      cases.push_back(k);
+    }
   return cases;
 }
 

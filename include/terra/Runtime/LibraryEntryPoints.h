@@ -21,7 +21,11 @@
 //   conv2d_grad_input:  dx (+)= the gradient of x for the gradient dy of y;
 //   conv2d_grad_weight: dweight (+)= the gradient of w for the gradient dy
 //                       of y.
-// Arguments that do not form such a problem fail the graph run.
+// A negative bottom (right) padding -1 - p stands for the padding the
+// sizes call for (`convHighPadding`, preferring p): graphs whose spatial
+// sizes are only known at run time (a pooling whose output size varies
+// between paths) pass it so. Arguments that do not form such a problem fail
+// the graph run.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TERRA_RUNTIME_LIBRARYENTRYPOINTS_H
@@ -60,6 +64,25 @@ TERRA_LIB_DECLS(f64, double)
 }
 
 namespace terra::rt {
+/// The zero padding after the input (bottom or right) that makes `out`
+/// output rows from `in` input rows with `low` rows of padding before them:
+/// a non-negative `high` with (in + low + high - (k - 1) * dil - 1) / stride
+/// + 1 == out; `preferred` when it is one (PyTorch passes symmetric
+/// padding), else the smallest; -1 when there is none. The lowering
+/// decides it for static sizes; the entry points for a negative padding.
+inline int64_t convHighPadding(int64_t in, int64_t out, int64_t k,
+                               int64_t stride, int64_t dil, int64_t low,
+                               int64_t preferred) {
+  int64_t ext = (k - 1) * dil;
+  int64_t least = (out - 1) * stride + ext + 1 - in - low;
+  int64_t most = out * stride + ext - in - low;
+  if (most < 0 || least > most)
+    return -1;
+  if (least < 0)
+    least = 0;
+  return preferred >= least && preferred <= most ? preferred : least;
+}
+
 /// The number of threads the library calls of a graph use: OpenBLAS's
 /// thread count (OPENBLAS_NUM_THREADS, else every core), which oneDNN
 /// follows on the thread that runs the graph. Co-execution runs the graph

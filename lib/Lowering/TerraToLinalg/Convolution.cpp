@@ -47,13 +47,19 @@
 // form is what other backends (the GPU pipeline) compile. Transposed
 // convolutions thus become the same library calls.
 //
-// Both need static spatial sizes (input, weight, output) and f32/f64;
-// batch and channel sizes may be dynamic and get runtime guards.
+// Both need f32/f64 and static kernel sizes; batch and channel sizes may be
+// dynamic and get runtime guards. An ordinary convolution's input spatial
+// sizes may be dynamic too (a pooling whose output size varies between the
+// merged paths feeds the rest of the network, SDPoint): its output sizes
+// are then computed at run time, guarded against an input smaller than the
+// dilated kernel. Transposed convolutions need static spatial sizes.
 //
 //===----------------------------------------------------------------------===//
 #include "Utils.h"
 
 #include "terra/Lowering/ConvolutionMaps.h"
+
+#include "mlir/Dialect/Arith/Utils/Utils.h"
 
 using namespace mlir;
 using namespace terra;
@@ -118,7 +124,8 @@ std::optional<ConvParams> getConvParams(DLOp op, unsigned spatialRank,
   return p;
 }
 
-/// The static spatial sizes of a convolution problem.
+/// The spatial sizes of a convolution problem (H, W, OH, OW dynamic when
+/// the input's are).
 struct ConvGeom {
   int64_t H, W, KH, KW, OH, OW;
 };
@@ -132,22 +139,31 @@ RankedTensorType as4d(RankedTensorType t) {
   return RankedTensorType::get(shape, t.getElementType());
 }
 
-/// Static sizes and channel consistency of input `x` and weight `w` (both
-/// rank 4); nullopt when a spatial size is dynamic or the sizes cannot form
-/// a convolution.
+/// The sizes and channel consistency of input `x` and weight `w` (both rank
+/// 4); nullopt when a kernel size is dynamic or the static sizes cannot
+/// form a convolution. A dynamic input size makes the output's dynamic.
 std::optional<ConvGeom> getGeometry(RankedTensorType x, RankedTensorType w,
                                     const ConvParams &p) {
   for (int d = 2; d < 4; ++d)
-    if (x.isDynamicDim(d) || w.isDynamicDim(d))
+    if (w.isDynamicDim(d))
       return std::nullopt;
   ConvGeom g{
       x.getDimSize(2), x.getDimSize(3), w.getDimSize(2), w.getDimSize(3), 0, 0};
-  int64_t nh = g.H + 2 * p.padding[0] - p.dilation[0] * (g.KH - 1) - 1;
-  int64_t nw = g.W + 2 * p.padding[1] - p.dilation[1] * (g.KW - 1) - 1;
-  if (nh < 0 || nw < 0 || g.KH < 1 || g.KW < 1)
+  if (g.KH < 1 || g.KW < 1)
     return std::nullopt;
-  g.OH = nh / p.stride[0] + 1;
-  g.OW = nw / p.stride[1] + 1;
+  int64_t in[2] = {g.H, g.W}, k[2] = {g.KH, g.KW}, out[2];
+  for (int d = 0; d < 2; ++d) {
+    if (isDyn(in[d])) {
+      out[d] = ShapedType::kDynamic;
+      continue;
+    }
+    int64_t n = in[d] + 2 * p.padding[d] - p.dilation[d] * (k[d] - 1) - 1;
+    if (n < 0)
+      return std::nullopt;
+    out[d] = n / p.stride[d] + 1;
+  }
+  g.OH = out[0];
+  g.OW = out[1];
   int64_t G = p.groups, C = x.getDimSize(1), F = w.getDimSize(0),
           Cg = w.getDimSize(1);
   if ((!isDyn(C) && C % G) || (!isDyn(F) && F % G) ||
@@ -202,6 +218,57 @@ bool isConvFloat(Type t) { return t.isF32() || t.isF64(); }
 
 Value indexConst(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+// Index arithmetic on sizes that may be run-time values, folded when they
+// are constants.
+OpFoldResult addIndex(OpBuilder &b, Location loc, OpFoldResult x, int64_t c) {
+  if (std::optional<int64_t> v = getConstantIntValue(x))
+    return b.getIndexAttr(*v + c);
+  if (c == 0)
+    return x;
+  return arith::AddIOp::create(b, loc, cast<Value>(x), indexConst(b, loc, c))
+      .getResult();
+}
+
+OpFoldResult mulIndex(OpBuilder &b, Location loc, OpFoldResult x, int64_t c) {
+  if (std::optional<int64_t> v = getConstantIntValue(x))
+    return b.getIndexAttr(*v * c);
+  if (c == 1)
+    return x;
+  return arith::MulIOp::create(b, loc, cast<Value>(x), indexConst(b, loc, c))
+      .getResult();
+}
+
+OpFoldResult maxIndex(OpBuilder &b, Location loc, OpFoldResult x,
+                      OpFoldResult y) {
+  std::optional<int64_t> a = getConstantIntValue(x), c = getConstantIntValue(y);
+  if (a && c)
+    return b.getIndexAttr(std::max(*a, *c));
+  return arith::MaxSIOp::create(b, loc,
+                                getValueOrCreateConstantIndexOp(b, loc, x),
+                                getValueOrCreateConstantIndexOp(b, loc, y))
+      .getResult();
+}
+
+/// The output size of spatial dim `d` of an ordinary convolution of `x`
+/// (N, C, H, W) with kernel extent `k`: a constant for a static input size,
+/// else computed at run time, guarded against an input smaller than the
+/// dilated kernel.
+OpFoldResult convOutSize(OpBuilder &b, Location loc, Value x, int d, int64_t k,
+                         const ConvParams &p) {
+  OpFoldResult in = getSizes(b, loc, x)[2 + d];
+  OpFoldResult n =
+      addIndex(b, loc, in, 2 * p.padding[d] - p.dilation[d] * (k - 1) - 1);
+  if (std::optional<int64_t> v = getConstantIntValue(n))
+    return b.getIndexAttr(*v / p.stride[d] + 1);
+  Value nv = cast<Value>(n);
+  Value fits = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, nv,
+                                     indexConst(b, loc, 0));
+  cf::AssertOp::create(b, loc, fits,
+                       "convolution input is smaller than the dilated kernel");
+  Value q = arith::DivUIOp::create(b, loc, nv, indexConst(b, loc, p.stride[d]));
+  return addIndex(b, loc, OpFoldResult(q), 1);
 }
 
 /// Guards channel consistency that the static types leave open.
@@ -322,13 +389,12 @@ Value buildReduction(OpBuilder &b, Location loc, Value init, ValueRange ins,
 
 /// The window of `v` (N, C, H, W) at spatial `offsets` with spatial `sizes`.
 Value sliceSpatial(OpBuilder &b, Location loc, Value v,
-                   ArrayRef<int64_t> offsets, ArrayRef<int64_t> sizes) {
+                   ArrayRef<int64_t> offsets, ArrayRef<OpFoldResult> sizes) {
   SmallVector<OpFoldResult> vs = getSizes(b, loc, v);
   SmallVector<OpFoldResult> offs = {b.getIndexAttr(0), b.getIndexAttr(0),
                                     b.getIndexAttr(offsets[0]),
                                     b.getIndexAttr(offsets[1])};
-  SmallVector<OpFoldResult> szs = {vs[0], vs[1], b.getIndexAttr(sizes[0]),
-                                   b.getIndexAttr(sizes[1])};
+  SmallVector<OpFoldResult> szs = {vs[0], vs[1], sizes[0], sizes[1]};
   SmallVector<OpFoldResult> ones(4, b.getIndexAttr(1));
   return tensor::ExtractSliceOp::create(b, loc, v, offs, szs, ones);
 }
@@ -378,32 +444,37 @@ Value convForward(OpBuilder &b, Location loc, Value x, Value w, Value init,
 /// grad_output goes into a zero tensor Z at offset (K-1)*dil - q every `stride`
 /// elements; then grad_in'[h] = sum_{f,i} Z[h + (K-1-i)*dil] * weight[f, c, i]
 /// is the gradient of the input padded by the remaining pad - q, which is
-/// sliced off at the end. Only `g`'s input and kernel sizes matter: the
-/// output rows are grad_output's.
+/// sliced off at the end. Only the input's spatial sizes `in` and `g`'s
+/// kernel sizes matter: the output rows are grad_output's. Any of them may
+/// be a run-time value.
 Value convGradInput(OpBuilder &b, Location loc, Value go, Value w,
-                    const ConvParams &p, const ConvGeom &g) {
+                    const ConvParams &p, const ConvGeom &g,
+                    ArrayRef<OpFoldResult> in) {
   auto goT = cast<RankedTensorType>(go.getType());
   Type et = goT.getElementType();
   int64_t G = p.groups;
-  int64_t K[2] = {g.KH, g.KW}, In[2] = {g.H, g.W},
-          Out[2] = {goT.getDimSize(2), goT.getDimSize(3)};
-  SmallVector<int64_t> low, rest, inner, zsize;
+  int64_t K[2] = {g.KH, g.KW};
+  SmallVector<OpFoldResult> out = getSizes(b, loc, go);
+  SmallVector<int64_t> low, rest;
+  SmallVector<OpFoldResult> inner, zsize;
   for (int d = 0; d < 2; ++d) {
     int64_t ext = (K[d] - 1) * p.dilation[d];
     int64_t q = std::min(p.padding[d], ext);
     low.push_back(ext - q);
     rest.push_back(p.padding[d] - q);
-    inner.push_back(In[d] + 2 * rest.back());
-    zsize.push_back(std::max(inner.back() + ext,
-                             low.back() + (Out[d] - 1) * p.stride[d] + 1));
+    inner.push_back(addIndex(b, loc, in[d], 2 * rest.back()));
+    // max(inner + ext, low + (out - 1) * stride + 1)
+    zsize.push_back(
+        maxIndex(b, loc, addIndex(b, loc, inner.back(), ext),
+                 addIndex(b, loc, mulIndex(b, loc, out[2 + d], p.stride[d]),
+                          low.back() - p.stride[d] + 1)));
   }
   Value zero = scalarConstant(b, loc, et, 0.0);
   Value z = spreadTrailing(b, loc, go, zero, zsize, low, p.stride);
   Value zg = splitDim(b, loc, z, 1, G); // N, G, Fg, Hz, Wz
   Value wg = splitDim(b, loc, w, 0, G); // G, Fg, Cg, KH, KW
   SmallVector<OpFoldResult> sizes = {
-      getSizes(b, loc, go)[0], b.getIndexAttr(G), getSizes(b, loc, w)[1],
-      b.getIndexAttr(inner[0]), b.getIndexAttr(inner[1])};
+      out[0], b.getIndexAttr(G), getSizes(b, loc, w)[1], inner[0], inner[1]};
   Value init = zeroFilled(b, loc, sizes, et);
   // Loops (n, g, c | f, i, j | h, w): spatial loops innermost, so that the
   // loops that convert-linalg-to-loops emits carry no dependence through
@@ -415,7 +486,7 @@ Value convGradInput(OpBuilder &b, Location loc, Value go, Value w,
   r = mergeDims(b, loc, r, 1); // N, C, H', W'
   if (rest[0] == 0 && rest[1] == 0)
     return r;
-  return sliceSpatial(b, loc, r, rest, {g.H, g.W});
+  return sliceSpatial(b, loc, r, rest, in);
 }
 
 /// grad_weight (F, Cg, KH, KW): sum_{n,oh,ow} xpad[n, c, oh*s + i*d] *
@@ -494,7 +565,8 @@ Value transposedExtendInput(OpBuilder &b, Location loc, Value x,
 /// x.
 Value transposedForward(OpBuilder &b, Location loc, Value x, Value w,
                         const ConvParams &p, const ConvGeom &g) {
-  return convGradInput(b, loc, transposedExtendInput(b, loc, x, g), w, p, g);
+  return convGradInput(b, loc, transposedExtendInput(b, loc, x, g), w, p, g,
+                       {b.getIndexAttr(g.H), b.getIndexAttr(g.W)});
 }
 
 /// grad of x: the ordinary convolution of `y` = grad_output, cut to x's
@@ -510,7 +582,9 @@ Value transposedGradInput(OpBuilder &b, Location loc, Value y, Value x, Value w,
   auto xt = cast<RankedTensorType>(x.getType());
   if (g.OH == xt.getDimSize(2) && g.OW == xt.getDimSize(3))
     return r;
-  return sliceSpatial(b, loc, r, {0, 0}, {xt.getDimSize(2), xt.getDimSize(3)});
+  return sliceSpatial(
+      b, loc, r, {0, 0},
+      {b.getIndexAttr(xt.getDimSize(2)), b.getIndexAttr(xt.getDimSize(3))});
 }
 
 /// grad of w (Cin, Cout/G, KH, KW): the ordinary convolution's weight
@@ -597,9 +671,10 @@ LogicalResult lowerConvolution(DLOp op, ValueRange o, PatternRewriter &rw) {
       r = addChannelBias(rw, loc, r, bias);
   } else {
     // 3. Init: the broadcast bias, or zeros.
-    SmallVector<OpFoldResult> sizes = {
-        getSizes(rw, loc, x)[0], getSizes(rw, loc, w)[0],
-        rw.getIndexAttr(g->OH), rw.getIndexAttr(g->OW)};
+    SmallVector<OpFoldResult> sizes = {getSizes(rw, loc, x)[0],
+                                       getSizes(rw, loc, w)[0],
+                                       convOutSize(rw, loc, x, 0, g->KH, *p),
+                                       convOutSize(rw, loc, x, 1, g->KW, *p)};
     Value init;
     if (bias) {
       Value empty = tensor::EmptyOp::create(rw, loc, sizes, et);
@@ -742,8 +817,10 @@ LogicalResult lowerConvolutionBackward(DLOp op, ValueRange o,
                                  empty)
               .getResult(0);
     } else if (k == 0) {
-      r = p->transposed ? transposedGradInput(rw, loc, go, x, w, *p, *g)
-                        : convGradInput(rw, loc, go, w, *p, *g);
+      SmallVector<OpFoldResult> xSizes = getSizes(rw, loc, x);
+      r = p->transposed
+              ? transposedGradInput(rw, loc, go, x, w, *p, *g)
+              : convGradInput(rw, loc, go, w, *p, *g, {xSizes[2], xSizes[3]});
     } else if (k == 1) {
       r = p->transposed ? transposedGradWeight(rw, loc, go, x, w, *p, *g)
                         : convGradWeight(rw, loc, go, x, w, *p, *g);

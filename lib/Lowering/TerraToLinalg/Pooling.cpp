@@ -22,7 +22,10 @@
 //   _adaptive_avg_pool2d: avg_pool2d with kernel = stride = in / out when
 //     the sizes divide; otherwise two masked contractions with i1 window
 //     masks (start = floor(i * in / out), end = ceil((i + 1) * in / out)),
-//     one per spatial dim, then a division by the window sizes.
+//     one per spatial dim, then a division by the window sizes. With a
+//     dynamic input size (a pooling after another whose size varies between
+//     the merged paths) the masks and window sizes are computed in the
+//     contractions' bodies from the run-time sizes instead.
 // Backward ops are gathers over the same windows, without scatters: the
 // grads (and, for max, the indices, with -1 elsewhere) are spread into a
 // tensor every `stride` elements (tensor.insert_slice with strides) so that
@@ -613,6 +616,100 @@ Value maskedSum(OpBuilder &b, Location loc, Value x, Value mask, int dim,
       .getResult(0);
 }
 
+/// Whether input position `j` of `in` lies in output `o`'s window of `out`
+/// (index values): floor(o * in / out) <= j < ceil((o + 1) * in / out),
+/// i.e. (j + 1) * out > o * in and j * out < (o + 1) * in.
+Value inWindow(OpBuilder &b, Location loc, Value o, Value j, Value in,
+               Value out) {
+  Value one = idx(b, loc, 1);
+  Value oIn = arith::MulIOp::create(b, loc, o, in);
+  Value after = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::sgt,
+      arith::MulIOp::create(b, loc, arith::AddIOp::create(b, loc, j, one), out),
+      oIn);
+  Value before = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                                       arith::MulIOp::create(b, loc, j, out),
+                                       arith::AddIOp::create(b, loc, oIn, in));
+  return arith::AndIOp::create(b, loc, after, before);
+}
+
+/// maskedSum with the windows computed from run-time sizes `in` and `out`
+/// of dim `dim` (2 or 3): forward (x's dim is `in`) or backward (`out`).
+Value windowSum(OpBuilder &b, Location loc, Value x, int dim, Value in,
+                Value out, bool backward) {
+  auto xt = cast<RankedTensorType>(x.getType());
+  Type et = xt.getElementType();
+  SmallVector<OpFoldResult> sizes = getSizes(b, loc, x);
+  sizes[dim] = getAsOpFoldResult(backward ? in : out);
+  Value zero = scalarConstant(b, loc, et, 0.0);
+  Value empty = tensor::EmptyOp::create(b, loc, sizes, et);
+  Value init = linalg::FillOp::create(b, loc, zero, empty).getResult(0);
+  // Loops (n, c, a, b | r).
+  MLIRContext *ctx = b.getContext();
+  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+  SmallVector<AffineExpr> xe = {d(0), d(1), d(2), d(3)};
+  xe[dim] = d(4);
+  auto xMap = AffineMap::get(5, 0, xe, ctx);
+  auto outMap = AffineMap::get(5, 0, {d(0), d(1), d(2), d(3)}, ctx);
+  SmallVector<utils::IteratorType> iters(4, utils::IteratorType::parallel);
+  iters.push_back(utils::IteratorType::reduction);
+  return linalg::GenericOp::create(
+             b, loc, init.getType(), ValueRange{x}, init, {xMap, outMap}, iters,
+             [&](OpBuilder &nb, Location nl, ValueRange a) {
+               Value at = linalg::IndexOp::create(nb, nl, dim);
+               Value r = linalg::IndexOp::create(nb, nl, 4);
+               Value mask = backward ? inWindow(nb, nl, r, at, in, out)
+                                     : inWindow(nb, nl, at, r, in, out);
+               Value add = arith::AddFOp::create(nb, nl, a[1], a[0]);
+               linalg::YieldOp::create(
+                   nb, nl,
+                   Value(arith::SelectOp::create(nb, nl, mask, add, a[1])));
+             })
+      .getResult(0);
+}
+
+/// The size of output `o`'s window over `in` of `out` (index values):
+/// ceil((o + 1) * in / out) - floor(o * in / out).
+Value windowSize(OpBuilder &b, Location loc, Value o, Value in, Value out) {
+  Value oIn = arith::MulIOp::create(b, loc, o, in);
+  Value end = arith::DivUIOp::create(
+      b, loc,
+      arith::AddIOp::create(b, loc, arith::AddIOp::create(b, loc, oIn, in),
+                            arith::SubIOp::create(b, loc, out, idx(b, loc, 1))),
+      out);
+  Value start = arith::DivUIOp::create(b, loc, oIn, out);
+  return arith::SubIOp::create(b, loc, end, start);
+}
+
+/// `t` (N, C, OH, OW) divided by its adaptive windows' sizes over (H, W),
+/// computed from the run-time sizes.
+Value divideByWindows(OpBuilder &b, Location loc, Value t, Value h, Value oh,
+                      Value w, Value ow) {
+  auto type = cast<RankedTensorType>(t.getType());
+  Type et = type.getElementType();
+  Value empty =
+      tensor::EmptyOp::create(b, loc, getSizes(b, loc, t), et).getResult();
+  auto id = AffineMap::getMultiDimIdentityMap(4, b.getContext());
+  SmallVector<utils::IteratorType> iters(4, utils::IteratorType::parallel);
+  return linalg::GenericOp::create(
+             b, loc, type, ValueRange{t}, ValueRange{empty},
+             ArrayRef<AffineMap>{id, id}, iters,
+             [&](OpBuilder &nb, Location nl, ValueRange a) {
+               Value count = arith::MulIOp::create(
+                   nb, nl,
+                   windowSize(nb, nl, linalg::IndexOp::create(nb, nl, 2), h,
+                              oh),
+                   windowSize(nb, nl, linalg::IndexOp::create(nb, nl, 3), w,
+                              ow));
+               Value n =
+                   arith::IndexCastOp::create(nb, nl, nb.getI64Type(), count);
+               Value f = arith::SIToFPOp::create(nb, nl, et, n);
+               linalg::YieldOp::create(
+                   nb, nl, Value(arith::DivFOp::create(nb, nl, a[0], f)));
+             })
+      .getResult(0);
+}
+
 /// Window sizes of adaptive pooling per output position, row-major.
 SmallVector<double> adaptiveCounts(const PoolGeom &g) {
   SmallVector<double> out;
@@ -642,8 +739,7 @@ LogicalResult lowerAdaptiveAvgPool(DLOp op, ValueRange o, PatternRewriter &rw) {
   auto xT = cast<RankedTensorType>(o[0].getType());
   RankedTensorType x4 = as4d(xT), resT = resultType(op), r4 = as4d(resT);
   if (resT.getRank() != xT.getRank() ||
-      resT.getElementType() != xT.getElementType() || x4.isDynamicDim(2) ||
-      x4.isDynamicDim(3))
+      resT.getElementType() != xT.getElementType())
     return rw.notifyMatchFailure(op, "unsupported sizes");
   auto outSize =
       getSpatialArg(op, "output_size", 2, {r4.getDimSize(2), r4.getDimSize(3)});
@@ -657,7 +753,21 @@ LogicalResult lowerAdaptiveAvgPool(DLOp op, ValueRange o, PatternRewriter &rw) {
   Location loc = op.getLoc();
   Value x = to4d(rw, loc, o[0]);
   Value r;
-  if (std::optional<PoolParams> p = adaptiveAsAvg(g)) {
+  if (isDyn(g.H) || isDyn(g.W)) {
+    // Windows from the run-time input sizes.
+    Value h = tensor::DimOp::create(rw, loc, x, 2);
+    Value w = tensor::DimOp::create(rw, loc, x, 3);
+    Value oh = idx(rw, loc, g.OH), ow = idx(rw, loc, g.OW);
+    Value zero = idx(rw, loc, 0);
+    for (Value v : {h, w})
+      cf::AssertOp::create(
+          rw, loc,
+          arith::CmpIOp::create(rw, loc, arith::CmpIPredicate::sgt, v, zero),
+          "adaptive pooling of an empty input");
+    r = windowSum(rw, loc, x, 2, h, oh, false);
+    r = windowSum(rw, loc, r, 3, w, ow, false);
+    r = divideByWindows(rw, loc, r, h, oh, w, ow);
+  } else if (std::optional<PoolParams> p = adaptiveAsAvg(g)) {
     r = emitAvgPool(rw, loc, x, *p, g, {double(p->kernel[0] * p->kernel[1])});
   } else {
     r = maskedSum(rw, loc, x, windowMask(rw, loc, g.H, g.OH), 2, false);
@@ -679,9 +789,9 @@ LogicalResult lowerAdaptiveAvgPoolBackward(DLOp op, ValueRange o,
   RankedTensorType x4 = as4d(xT), g4 = as4d(goT), resT = resultType(op);
   if (goT.getRank() != xT.getRank() || resT.getRank() != xT.getRank() ||
       goT.getElementType() != xT.getElementType() ||
-      resT.getElementType() != xT.getElementType() || x4.isDynamicDim(2) ||
-      x4.isDynamicDim(3) || g4.isDynamicDim(2) || g4.isDynamicDim(3) ||
-      g4.getDimSize(2) < 1 || g4.getDimSize(3) < 1)
+      resT.getElementType() != xT.getElementType() ||
+      (!g4.isDynamicDim(2) && g4.getDimSize(2) < 1) ||
+      (!g4.isDynamicDim(3) && g4.getDimSize(3) < 1))
     return rw.notifyMatchFailure(op, "unsupported sizes");
   PoolGeom g{x4.getDimSize(2), x4.getDimSize(3), g4.getDimSize(2),
              g4.getDimSize(3)};
@@ -695,7 +805,22 @@ LogicalResult lowerAdaptiveAvgPoolBackward(DLOp op, ValueRange o,
 
   // 3./4.
   Value r;
-  if (std::optional<PoolParams> p = adaptiveAsAvg(g)) {
+  if (isDyn(g.H) || isDyn(g.W) || isDyn(g.OH) || isDyn(g.OW)) {
+    // Windows from the run-time sizes (an empty grad_output has none).
+    Value h = tensor::DimOp::create(rw, loc, x, 2);
+    Value w = tensor::DimOp::create(rw, loc, x, 3);
+    Value oh = tensor::DimOp::create(rw, loc, go, 2);
+    Value ow = tensor::DimOp::create(rw, loc, go, 3);
+    Value zero = idx(rw, loc, 0);
+    for (Value v : {oh, ow})
+      cf::AssertOp::create(
+          rw, loc,
+          arith::CmpIOp::create(rw, loc, arith::CmpIPredicate::sgt, v, zero),
+          "adaptive pooling gradient with an empty output");
+    r = divideByWindows(rw, loc, go, h, oh, w, ow);
+    r = windowSum(rw, loc, r, 3, w, ow, true);
+    r = windowSum(rw, loc, r, 2, h, oh, true);
+  } else if (std::optional<PoolParams> p = adaptiveAsAvg(g)) {
     r = emitAvgPoolBackward(rw, loc, go, x, *p, g,
                             {double(p->kernel[0] * p->kernel[1])});
   } else {

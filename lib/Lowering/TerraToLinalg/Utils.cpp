@@ -324,6 +324,15 @@ Value padTrailing(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> low,
 Value spreadTrailing(OpBuilder &b, Location loc, Value v, Value fill,
                      ArrayRef<int64_t> sizes, ArrayRef<int64_t> offsets,
                      ArrayRef<int64_t> strides) {
+  SmallVector<OpFoldResult> given;
+  for (int64_t size : sizes)
+    given.push_back(b.getIndexAttr(size));
+  return spreadTrailing(b, loc, v, fill, given, offsets, strides);
+}
+
+Value spreadTrailing(OpBuilder &b, Location loc, Value v, Value fill,
+                     ArrayRef<OpFoldResult> sizes, ArrayRef<int64_t> offsets,
+                     ArrayRef<int64_t> strides) {
   auto t = cast<RankedTensorType>(v.getType());
   int64_t lead = t.getRank() - sizes.size();
   SmallVector<OpFoldResult> srcSizes = getSizes(b, loc, v);
@@ -331,7 +340,7 @@ Value spreadTrailing(OpBuilder &b, Location loc, Value v, Value fill,
   SmallVector<OpFoldResult> offs(lead, b.getIndexAttr(0));
   SmallVector<OpFoldResult> strs(lead, b.getIndexAttr(1));
   for (size_t i = 0; i < sizes.size(); ++i) {
-    full.push_back(b.getIndexAttr(sizes[i]));
+    full.push_back(sizes[i]);
     offs.push_back(b.getIndexAttr(offsets[i]));
     strs.push_back(b.getIndexAttr(strides[i]));
   }

@@ -139,6 +139,11 @@ Value spreadTrailing(OpBuilder &b, Location loc, Value v, Value fill,
                      llvm::ArrayRef<int64_t> sizes,
                      llvm::ArrayRef<int64_t> offsets,
                      llvm::ArrayRef<int64_t> strides);
+/// The same with sizes that may be run-time values.
+Value spreadTrailing(OpBuilder &b, Location loc, Value v, Value fill,
+                     llvm::ArrayRef<mlir::OpFoldResult> sizes,
+                     llvm::ArrayRef<int64_t> offsets,
+                     llvm::ArrayRef<int64_t> strides);
 /// `v` with a unit dim inserted at / removed from `pos` (reshapes).
 Value insertUnitDim(OpBuilder &b, Location loc, Value v, int64_t pos);
 Value dropUnitDim(OpBuilder &b, Location loc, Value v, int64_t pos);

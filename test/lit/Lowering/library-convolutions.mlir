@@ -244,23 +244,18 @@ func.func @grad_weight_accumulate(%x: tensor<2x1x3x9x9xf32>, %go: tensor<2x1x4x4
 
 // -----
 
-// Dynamic spatial sizes, integer convolutions and a tagged generic whose
-// maps disagree with its tag (stride 1 recorded, stride 2 in the maps)
-// stay linalg.
+// Integer convolutions and a tagged generic whose maps disagree with its
+// tag (stride 1 recorded, stride 2 in the maps) stay linalg.
 // CHECK-LABEL: func.func @untouched
 // CHECK-NOT:     call
-// CHECK:         linalg.conv_2d_nchw_fchw
 // CHECK:         linalg.conv_2d_nchw_fchw
 // CHECK:         linalg.generic
 #mx = affine_map<(g, f, c, n, oh, ow, i, j) -> (n, g, c, oh * 2 + i, ow * 2 + j)>
 #mg = affine_map<(g, f, c, n, oh, ow, i, j) -> (n, g, f, oh, ow)>
 #mo = affine_map<(g, f, c, n, oh, ow, i, j) -> (g, f, c, i, j)>
-func.func @untouched(%i: tensor<1x3x?x9xf32>, %w: tensor<4x3x3x3xf32>, %o: tensor<1x4x?x4xf32>,
-                     %ii: tensor<1x3x9x9xi32>, %wi: tensor<4x3x3x3xi32>, %oi: tensor<1x4x4x4xi32>,
+func.func @untouched(%ii: tensor<1x3x9x9xi32>, %wi: tensor<4x3x3x3xi32>, %oi: tensor<1x4x4x4xi32>,
                      %x: tensor<2x1x3x9x9xf32>, %go: tensor<2x1x4x4x4xf32>, %gw: tensor<1x4x3x3x3xf32>)
-    -> (tensor<1x4x?x4xf32>, tensor<1x4x4x4xi32>, tensor<1x4x3x3x3xf32>) {
-  %r = linalg.conv_2d_nchw_fchw {strides = dense<2> : tensor<2xi64>, dilations = dense<1> : tensor<2xi64>}
-    ins(%i, %w : tensor<1x3x?x9xf32>, tensor<4x3x3x3xf32>) outs(%o : tensor<1x4x?x4xf32>) -> tensor<1x4x?x4xf32>
+    -> (tensor<1x4x4x4xi32>, tensor<1x4x3x3x3xf32>) {
   %ri = linalg.conv_2d_nchw_fchw {strides = dense<2> : tensor<2xi64>, dilations = dense<1> : tensor<2xi64>}
     ins(%ii, %wi : tensor<1x3x9x9xi32>, tensor<4x3x3x3xi32>) outs(%oi : tensor<1x4x4x4xi32>) -> tensor<1x4x4x4xi32>
   %g = linalg.generic {indexing_maps = [#mx, #mg, #mo],
@@ -272,5 +267,34 @@ func.func @untouched(%i: tensor<1x3x?x9xf32>, %w: tensor<4x3x3x3xf32>, %o: tenso
     %s = arith.addf %acc, %m : f32
     linalg.yield %s : f32
   } -> tensor<1x4x3x3x3xf32>
-  return %r, %ri, %g : tensor<1x4x?x4xf32>, tensor<1x4x4x4xi32>, tensor<1x4x3x3x3xf32>
+  return %ri, %g : tensor<1x4x4x4xi32>, tensor<1x4x3x3x3xf32>
+}
+
+// -----
+
+// Dynamic spatial sizes (a pooling whose output size varies between merged
+// paths feeds the convolution): the output sizes are computed at run time
+// and the padding after the input is left to the entry point, encoded as
+// -1 - the preferred padding (-2: prefer 1); the padding before it is known.
+// CHECK-LABEL: terra.graph @conv_dynamic_spatial
+// CHECK-DAG:     %[[C1:.*]] = arith.constant 1 : i64
+// CHECK-DAG:     %[[C2:.*]] = arith.constant 2 : i64
+// CHECK-DAG:     %[[CM2:.*]] = arith.constant -2 : i64
+// CHECK-NOT:     tensor.pad
+// CHECK:         cf.assert %{{.*}}, "convolution input is smaller than the dilated kernel"
+// CHECK:         memref.alloc(%{{.*}}, %{{.*}}) : memref<2x4x?x?xf32>
+// CHECK:         call @terra_lib_conv2d_f32(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[C2]], %[[C2]], %[[C1]], %[[C1]], %[[CM2]], %[[CM2]], %[[C1]], %[[C1]], %[[C1]], %[[C1]])
+// CHECK-NOT:     tensor.insert_slice
+// CHECK:         call @terra_lib_conv2d_grad_input_f32(%{{.*}}, %{{.*}}, %{{.*}}, %[[C2]], %[[C2]], %[[C1]], %[[C1]], %[[CM2]], %[[CM2]], %[[C1]], %[[C1]], %[[C1]], %[[C1]])
+// CHECK:         call @terra_lib_conv2d_grad_weight_f32(%{{.*}}, %{{.*}}, %{{.*}}, %[[C2]], %[[C2]], %[[C1]], %[[C1]], %[[CM2]], %[[CM2]], %[[C1]], %[[C1]], %[[C1]], %[[C1]])
+// CHECK-NOT:     linalg.conv_2d
+terra.graph @conv_dynamic_spatial {
+  %x = terra.feed 1 : tensor<2x3x?x?xf32>
+  %w = terra.feed 2 : tensor<4x3x3x3xf32>
+  %r = terra.op "aten.convolution"(%x, %w) args {bias = unit, stride = [2, 2], padding = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1 : i64} : (tensor<2x3x?x?xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x?x?xf32>
+  terra.fetch 3 %r : tensor<2x4x?x?xf32>
+  %go = terra.feed 4 : tensor<2x4x?x?xf32>
+  %g:2 = terra.op "aten.convolution_backward"(%go, %x, %w) args {bias_sizes = [4], stride = [2, 2], padding = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1 : i64, output_mask = [true, true, false]} : (tensor<2x4x?x?xf32>, tensor<2x3x?x?xf32>, tensor<4x3x3x3xf32>) -> (tensor<2x3x?x?xf32>, tensor<4x3x3x3xf32>)
+  terra.fetch 5 %g#0 : tensor<2x3x?x?xf32>
+  terra.fetch 6 %g#1 : tensor<4x3x3x3xf32>
 }

@@ -150,6 +150,42 @@ terra.graph @adaptive_backward_uneven {
 
 // -----
 
+// A dynamic input size (pooling after a pooling whose size varies between
+// merged paths): the windows and their sizes come from the run-time sizes,
+// computed in the contractions' bodies (no constant masks).
+// CHECK-LABEL: terra.graph @adaptive_dynamic
+// CHECK:         cf.assert %{{.*}}, "adaptive pooling of an empty input"
+// CHECK:         %[[T:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<2x8x?x?xf32>) outs(%{{.*}} : tensor<2x8x3x?xf32>)
+// CHECK:           linalg.index 2
+// CHECK:           linalg.index 4
+// CHECK:           arith.select
+// CHECK:         %[[U:.*]] = linalg.generic {{.*}} ins(%[[T]] : tensor<2x8x3x?xf32>) outs(%{{.*}} : tensor<2x8x3x3xf32>)
+// CHECK:         linalg.generic {{.*}} ins(%[[U]] : tensor<2x8x3x3xf32>)
+// CHECK:           arith.divui
+// CHECK:           arith.sitofp
+// CHECK:           arith.divf
+// CHECK-NOT:     terra.op
+// CHECK-LABEL: terra.graph @adaptive_backward_dynamic
+// CHECK:         cf.assert %{{.*}}, "adaptive pooling gradient with an empty output"
+// CHECK:         arith.divf
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<2x8x?x?xf32>)
+// CHECK:           linalg.index 3
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<2x8x?x?xf32>)
+// CHECK-NOT:     terra.op
+terra.graph @adaptive_dynamic {
+  %x = terra.feed 1 : tensor<2x8x?x?xf32>
+  %r = terra.op "aten._adaptive_avg_pool2d"(%x) args {output_size = [3, 3]} : (tensor<2x8x?x?xf32>) -> tensor<2x8x3x3xf32>
+  terra.fetch 0 %r : tensor<2x8x3x3xf32>
+}
+terra.graph @adaptive_backward_dynamic {
+  %go = terra.feed 1 : tensor<2x8x?x?xf32>
+  %x = terra.feed 2 : tensor<2x8x?x?xf32>
+  %r = terra.op "aten._adaptive_avg_pool2d_backward"(%go, %x) : (tensor<2x8x?x?xf32>, tensor<2x8x?x?xf32>) -> tensor<2x8x?x?xf32>
+  terra.fetch 0 %r : tensor<2x8x?x?xf32>
+}
+
+// -----
+
 // Padding above half the kernel is rejected by PyTorch: left to the host.
 // CHECK-LABEL: terra.graph @max_pool_bad_padding_stays
 // CHECK:         terra.op "aten.max_pool2d_with_indices"
