@@ -62,7 +62,7 @@ import torch
 
 from . import tracing
 from .sites import OWN_HOOKS
-from .tape import Untapeable, flat_inputs, flat_results, matches, spec_of, tensor_idents
+from .tape import Untapeable, flat_inputs, flat_results, layout_key, matches, relaxed_arg, spec_of, tensor_idents
 
 ENABLED = os.environ.get("TERRA_BACKWARD_MACRO", "1") != "0"
 # Bumped by every hook registration (see module doc); [0] to share a cell.
@@ -81,7 +81,7 @@ class Block:
     or why it is never replayed whole; the rest is filled by the validation."""
 
     __slots__ = ("start", "end", "call", "state", "epoch", "leaves", "params", "pattern", "refs", "needed",
-                 "effects", "infer")
+                 "effects", "infer", "varying", "values")
 
     def __init__(self, start: int, end: int, call: Any):
         self.start, self.end, self.call = start, end, call
@@ -98,6 +98,12 @@ class Block:
         # Entries whose recipes are memoized per layout of sizes -> which of
         # their results alias inputs (the same for every layout, checked).
         self.infer: dict = {}
+        # Entries whose arguments are not all fixed by the tape (a relaxed
+        # scalar, a size following data-dependent sizes), and what they were
+        # per forward key (`_forward_key`): entry -> those arguments in spec
+        # order (`_variable`) and its relaxed scalar's feed (or None).
+        self.varying: tuple = ()
+        self.values: dict = {}
 
 
 def _bind(args: tuple, kwargs: dict) -> Optional[dict]:
@@ -116,11 +122,14 @@ def _whole_pass(bound: Optional[dict]) -> bool:
 
 
 def eligible(entries: list, start: int, end: int) -> bool:
-    """Whether entries `start..end-1` can be made without the engine: plain
-    ops (results from the recipe alone), nothing fed, relaxed or computed
-    on the host (tape.py, replay._chain)."""
-    return end > start and all(e.plain and not (e.feeds or e.host_eval) and e.relaxed is None
-                               for e in entries[start:end])
+    """Whether entries `start..end-1` can be made without the engine: ops
+    whose results come from their recipes (memoized per layout and relaxed
+    scalar, tape.Entry.makeable), nothing fed from values or computed on the
+    host (tape.py, replay._chain). Relaxed scalars and sizes that follow
+    data-dependent sizes (the backward of a pooling whose input size varies
+    between paths) are what the validated passes had for the same forward
+    key (`_forward_key`)."""
+    return end > start and all(e.makeable and not (e.feeds or e.host_eval) for e in entries[start:end])
 
 
 # -- the engine wrapper ------------------------------------------------------
@@ -216,8 +225,11 @@ def run(ex: Any, engine: Any, args: tuple, kwargs: dict) -> Any:
         if HOOK_EPOCH[0] == ex.hook_epoch0 and sys.getprofile() is None and _unvalidated(ex, q):
             return _validate(ex, engine, bound, args, kwargs)
     call = _call_spec(ex, bound, args, kwargs)
+    watched = HOOK_EPOCH[0] == ex.hook_epoch0 and sys.getprofile() is None
     out = engine.run_backward(*args, **kwargs)
     _note_left(ex, q, call)
+    if watched and ex.fast:
+        _learn(ex, q)
     return out
 
 
@@ -280,26 +292,107 @@ def _fitting_block(ex: Any, q: int, args: tuple, kwargs: dict) -> Optional[tuple
         if pattern is None:
             pattern = _pattern(ex, q)
         if block.pattern == pattern and _checks_pass(ex, block, args, kwargs):
-            recipes = _memo_recipes(ex, t, block)
+            values = block.values.get(_forward_key(ex, q)) if block.varying else _NO_VALUES
+            if values is None:
+                continue  # not met since the validation: the engine-driven replay learns them (`_learn`)
+            recipes = _memo_recipes(ex, t, block, values)
             if recipes is not None:
                 ex.tape = t
-                return block, recipes
+                return block, recipes, values
     return None
 
 
-def _memo_recipes(ex: Any, tape: Any, block: Block) -> Optional[dict]:
+_NO_VALUES: dict = {}
+_VALUES_MAX = 16  # forward keys whose values a pass keeps
+
+
+def _forward_key(ex: Any, q: int) -> tuple:
+    """What the engine's arguments in a pass at entry `q` follow from,
+    besides the tape: the data-dependent sizes met so far (the replay's
+    layout) and the relaxed scalars fed before the pass (a forward
+    multiply's relaxed factor is its backward's)."""
+    feeds = ex.relaxed_feeds
+    if not feeds:
+        return (tuple(ex.layout), ())
+    with ex.pause():  # (reading a value dispatches ops, not the step's)
+        relaxed = tuple((k, _hashable(v.tolist())) for k, v in feeds.items() if k < q)
+    return (tuple(ex.layout), relaxed)
+
+
+def _hashable(v: Any) -> Any:
+    return tuple(v) if isinstance(v, list) else v
+
+
+def _variable(spec: tuple, args: tuple, kwargs: dict) -> list:
+    """A call's arguments its spec does not check by value (a relaxed
+    scalar "R", a size following data-dependent sizes "F"), in spec order."""
+    out: list = []
+
+    def walk(s: tuple, v: Any) -> None:
+        kind = s[0]
+        if kind == "R" or kind == "F":
+            out.append(list(v) if isinstance(v, list) else v)
+        elif kind == "L":
+            for x, y in zip(s[2], v):
+                walk(x, y)
+    sa, sk = spec
+    for s, v in zip(sa, args):
+        walk(s, v)
+    for k, s in sk:
+        walk(s, kwargs[k])
+    return out
+
+
+def _values(ex: Any, tape: Any, block: Block) -> Optional[dict]:
+    """The varying arguments of the pass's entries as this step's replay
+    of it through the engine passed them (`Block.values`), or None if a
+    record lacks them."""
+    out = {}
+    entries = tape.entries
+    for q in block.varying:
+        r = ex.replayed[q] if q < len(ex.replayed) else None
+        if r is None or r.args is None or r.entry is not entries[q]:
+            return None
+        e = entries[q]
+        feed = None
+        if e.relaxed is not None:
+            feed = ex.relaxed_feeds.get(q)
+            if feed is None:
+                return None
+        out[q] = (_variable(e.spec, r.args, r.kwargs),
+                  None if e.relaxed is None else relaxed_arg(e, r.args, r.kwargs), feed)
+    return out
+
+
+def _learn(ex: Any, q: int) -> None:
+    """After a validated pass with varying arguments ran through the
+    engine (its values for this forward key were not known), keeps them."""
+    tape = ex.tape
+    block = tape.blocks.get(q) if tape.blocks else None
+    if (block is None or block.state != "ok" or not block.varying or block.epoch != HOOK_EPOCH[0]
+            or ex.pos != block.end or ex.deviation is not None or len(block.values) >= _VALUES_MAX):
+        return
+    key = _forward_key(ex, q)
+    if key not in block.values:
+        values = _values(ex, tape, block)
+        if values is not None:
+            block.values[key] = values
+
+
+def _memo_recipes(ex: Any, tape: Any, block: Block, values: dict) -> Optional[dict]:
     """The recipes of the pass's entries whose shapes follow data-dependent
-    sizes (GPT-2's sequence lengths), as the replay memoized them for the
-    sizes met so far (replay.TapeRecorder._memo_key); None if one has none
-    yet (the engine-driven replay infers and memoizes them)."""
+    sizes (GPT-2's sequence lengths) or relaxed scalars, as the replay
+    memoized them for the sizes met so far and the scalar `values` has
+    (replay.TapeRecorder._memo_key); None if one has none yet (the
+    engine-driven replay infers and memoizes them)."""
     out: dict = {}
     if not block.infer:
         return out
-    key = tuple(ex.layout)
+    layout = ex.layout
     entries = tape.entries
     for q in block.infer:  # (entry -> its results' aliases, checked)
         e = entries[q]
-        recipes = e.memo.get(key)
+        recipes = e.memo.get(layout_key(layout, e, values[q][1] if e.relaxed is not None else None))
         if recipes is None or _aliases(recipes) != block.infer[q]:
             return None
         out[q] = recipes
@@ -379,7 +472,7 @@ class _PassLog:
     __slots__ = ()
 
 
-def _apply(ex: Any, block: Block, recipes: dict) -> None:
+def _apply(ex: Any, block: Block, recipes: dict, values: dict) -> None:
     """The pass as the engine-driven replay would leave it, lazily: only the
     results the rest of the tape refers to (and the in-place updates of
     real tensors) are made now; every other result, the records a catch-up
@@ -407,9 +500,14 @@ def _apply(ex: Any, block: Block, recipes: dict) -> None:
         replayed[q] = _Replayed(e, e.func, None, None, out, None, None)
     marker = _PassLog()
     ex.log.append(marker)
-    ex.deferred.append((tape, block, marker, recipes))
+    ex.deferred.append((tape, block, marker, recipes, values))
     ex.pos = block.end
     ex.current_site = entries[block.end - 1].site
+    if values:
+        feeds = ex.relaxed_feeds
+        for q, (_, _, feed) in values.items():
+            if feed is not None:
+                feeds[q] = feed
     if block.effects:
         ex._emit(block.effects)
     for leaf_id, before, after in block.leaves:
@@ -424,14 +522,15 @@ def expand(ex: Any) -> None:
     from .replay import _Replayed
     deferred, ex.deferred = ex.deferred, []
     replayed, make, name = ex.replayed, ex._make_results, ex._name_replayed
-    for tape, block, marker, recipes in deferred:
+    for tape, block, marker, recipes, values in deferred:
         entries = tape.entries
         ops = []
         for q in range(block.start, block.end):
             e = entries[q]
             sa, sk = e.spec
-            args = tuple([_arg(ex, x) for x in sa])
-            kwargs = {k: _arg(ex, x) for k, x in sk} if sk else {}
+            given = iter(values[q][0]) if q in values else None
+            args = tuple([_arg(ex, x, given) for x in sa])
+            kwargs = {k: _arg(ex, x, given) for k, x in sk} if sk else {}
             r = replayed[q]
             if r is None:
                 out = make(e, flat_inputs(args, kwargs) if e.needs_flat else None, recipes.get(q))
@@ -447,14 +546,18 @@ def expand(ex: Any) -> None:
         log[i:i + 1] = ops
 
 
-def _arg(ex: Any, s: tuple) -> Any:
-    """The argument an entry's check `s` stands for (tape.spec_of)."""
+def _arg(ex: Any, s: tuple, given: Optional[Iterator]) -> Any:
+    """The argument an entry's check `s` stands for (tape.spec_of); those
+    not checked by value are the next of `given` (`_variable`)."""
     kind = s[0]
     if kind == "V":
         return s[2]
     if kind == "T":
         return resolve(ex, s[1])
-    return s[1](_arg(ex, x) for x in s[2])  # "L"
+    if kind == "R" or kind == "F":
+        v = next(given)
+        return list(v) if isinstance(v, list) else v
+    return s[1](_arg(ex, x, given) for x in s[2])  # "L"
 
 
 # -- the validation ------------------------------------------------------------
@@ -567,8 +670,19 @@ def _validate(ex: Any, engine: Any, bound: dict, args: tuple, kwargs: dict) -> A
         return out
     # State tensors are the step's initial ones by name: found every step.
     block.leaves, block.refs, block.pattern = tuple(rows), tuple(i for i in refs if i[0] != "state"), pattern
-    key = tuple(ex.layout)
-    memo = {k: tape.entries[k].memo.get(key) for k in range(block.start, block.end) if tape.entries[k].infer}
+    entries = tape.entries
+    block.varying = tuple(k for k in range(block.start, block.end)
+                          if entries[k].relaxed is not None or entries[k].forms)
+    values = _NO_VALUES
+    if block.varying:
+        values = _values(ex, tape, block)
+        if values is None:
+            block.state = "arguments the replay did not keep"
+            return out
+        block.values = {_forward_key(ex, q): values}
+    memo = {k: entries[k].memo.get(layout_key(ex.layout, entries[k], values[k][1] if entries[k].relaxed is not None
+                                                else None))
+            for k in range(block.start, block.end) if entries[k].infer}
     if any(r is None for r in memo.values()):
         block.state = "shapes the replay did not memoize"
         return out

@@ -27,7 +27,7 @@ from .mlir_text import ELEMENT_TYPES
 from .runio import resolve_later, tensor_spec, to_torch
 from .sites import is_engine_site, user_line
 from .tape import (Entry, Tape, Untapeable, _match, flat_inputs, flat_results, form_matches, matches, relax_host_shapes,
-                   relaxed_arg, relaxed_value, spec_of, tensor_idents)
+                   layout_key, relaxed_arg, relaxed_value, spec_of, tensor_idents)
 from .trace import OpEvent, ValueRef
 from .tracing import _flat_tensors_deep, op_info, passed_args
 
@@ -621,10 +621,7 @@ class TapeRecorder:
         shapes of relaxed host tensors and of boolean-mask results, in
         order; the same tape prefix with the same sizes gives every value
         the same shape) and its relaxed scalar (fed, so unchecked)."""
-        if e.relaxed is None:
-            return tuple(self.layout)
-        v = relaxed_arg(e, args, kwargs)
-        return tuple(self.layout) + (("relaxed", tuple(v) if isinstance(v, list) else v),)
+        return layout_key(self.layout, e, None if e.relaxed is None else relaxed_arg(e, args, kwargs))
 
     def _read_masks(self, e: Entry, args: tuple, kwargs: dict) -> bool:
         """The values of the boolean masks the graph computes that a
@@ -1090,11 +1087,13 @@ def _chain(tape: Tape) -> None:
             e.native_forms = (tuple((k, form) for k, (form, _) in e.forms.items()), op_info(e.func).args)
         # Entries the native replay takes: results from the recipe, or from
         # the recipes memoized for the current layout of data-dependent sizes.
-        e.plain = (e.kind == "op" and not (e.real or e.mask_reads)
-                   and (not e.infer or (e.memo is not None and e.relaxed is None))
-                   and all(r[0] in ("new", "same", "view", "value", "infer") for r in e.outs)
-                   and (e.struct is None or e.struct is list or e.struct is tuple
-                        or (type(e.struct) is LeafSpec and len(e.outs) == 1)))
+        e.makeable = (e.kind == "op" and not (e.real or e.mask_reads)
+                      and (not e.infer or e.memo is not None)
+                      and all(r[0] in ("new", "same", "view", "value", "infer") for r in e.outs)
+                      and (e.struct is None or e.struct is list or e.struct is tuple
+                           or (type(e.struct) is LeafSpec and len(e.outs) == 1)))
+        # (The native replay keys memoized recipes by the layout alone.)
+        e.plain = e.makeable and not (e.infer and e.relaxed is not None)
         # Ops the graph does not have, run on the host as they are (the
         # profiler handle `record_function` makes in zero_grad and step):
         # checked by the op alone (_fits), no feeds, results named.

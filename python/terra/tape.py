@@ -65,7 +65,7 @@ class Entry:
     __slots__ = ("kind", "func", "name", "spec", "outs", "struct", "effects", "site", "reached",
                  "loops", "engine", "engine_sites", "host_eval", "written", "relaxed", "answer",
                  "mat_kind", "feeds", "chain", "needs_flat", "real", "ids", "infer", "forms", "mask_reads", "memo", "plain",
-                 "native_forms", "native")
+                 "makeable", "native_forms", "native")
 
     def __init__(self, kind: str, func: Any, spec: Any):
         self.kind = kind  # "op", "rng", "pass", "mat", "stop"
@@ -108,6 +108,11 @@ class Entry:
         # An op whose replay makes its results from the recipe alone (set
         # with `needs_flat`): the native replay takes it (replay.py).
         self.plain = False
+        # Its results come from the recipe, or from the recipes memoized per
+        # layout and relaxed scalar (a `plain` entry, or one whose memo key
+        # has its relaxed scalar, which the native replay does not make):
+        # a backward pass of such entries can be replayed whole (backward.py).
+        self.makeable = False
         # The forms as the native replay checks them, or None (replay._chain).
         self.native_forms: Any = None
         # What the native replay reads of an entry it takes (a plain one, or
@@ -351,6 +356,14 @@ def relaxed_arg(e: Entry, args: tuple, kwargs: dict) -> Any:
     """An entry's relaxed argument (a scalar or scalar list) in this call."""
     position, name, kwarg_only = e.relaxed[:3]
     return args[position] if position < len(args) and not kwarg_only else kwargs[name]
+
+
+def layout_key(layout: list, e: Entry, v: Any) -> tuple:
+    """An inferred entry's memo key: the data-dependent sizes met so far
+    (`layout`) and its relaxed scalar `v` (fed, so unchecked), if any."""
+    if e.relaxed is None:
+        return tuple(layout)
+    return tuple(layout) + (("relaxed", tuple(v) if isinstance(v, list) else v),)
 
 
 def relaxed_value(e: Entry, args: tuple, kwargs: dict) -> torch.Tensor:

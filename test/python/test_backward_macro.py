@@ -348,3 +348,61 @@ def test_a_gradient_penalty_through_autograd_grad() -> None:
         return step, model, opt
     stats = compare(make, batches(8), max_fallbacks=0)
     assert _macros(stats)[-1] == 1, _macros(stats)
+
+
+class _PooledNet(nn.Module):
+    """A convolution after an average pooling whose output size the step
+    chooses (SDPoint's stochastic downsampling): the merged graph's
+    convolutions have dynamic spatial sizes, and the backward passes hold
+    relaxed scalars (the final mean's divisor) and sizes that follow the
+    pooled size."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(2, 4, 3, padding=1)
+        self.conv = nn.Conv2d(4, 4, 3, stride=2, padding=1)
+        self.fc = nn.Linear(4, 3)
+        self.fc3 = nn.Linear(36, 3)
+        self.side = 8
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.relu(self.stem(x))
+        x = F.adaptive_avg_pool2d(x, self.side)
+        x = F.relu(self.conv(x))
+        # (A 3x3 pooling of the 4x4, 3x3 or 2x2 map: uneven windows, more
+        # outputs than inputs.)
+        return (self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+                + self.fc3(torch.flatten(F.adaptive_avg_pool2d(x, 3), 1)))
+
+
+def test_passes_with_relaxed_scalars_and_dynamic_spatial_sizes_are_replayed_whole() -> None:
+    sides = [8, 4, 8, 4, 8, 6, 8, 4, 6, 8, 4, 6, 8, 4, 6, 8, 4, 6]
+
+    def make() -> tuple:
+        model = _PooledNet()
+        return _training(model, torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
+                         before=lambda n: setattr(model, "side", sides[n - 1]))
+    data = [(x, y) for x, y in images(len(sides))]
+    stats = compare(make, data, max_fallbacks=3)
+    # The convolutions and poolings run in the graph, not as host callbacks.
+    assert stats["host_ops"] == [], stats["host_ops"]
+    assert stats["relaxed_scalars"], stats
+    # Each pooled size's pass, once validated (and its scalars learnt), is
+    # replayed whole.
+    assert _macros(stats)[-6:] == [1] * 6, _macros(stats)
+
+
+def test_a_relaxed_forward_scalar_gives_its_backward_scalar_per_value() -> None:
+    """A multiply by a Python float that alternates between steps (relaxed,
+    fed) makes its backward multiply by the same float: a pass replayed
+    whole takes the value learnt for this step's forward scalars, not the
+    last one."""
+    scales = [0.5, 2.0] * 7
+
+    def make() -> tuple:
+        model, s = mlp(), [1.0]
+        return _training(model, torch.optim.SGD(model.parameters(), lr=0.05),
+                         before=lambda n: s.__setitem__(0, scales[n - 1]), forward=lambda x: model(x).mul(s[0]))
+    stats = compare(make, batches(len(scales)), max_fallbacks=0)
+    assert any(r.startswith("aten.mul.Tensor.other at <unknown>") for r in stats["relaxed_scalars"]), stats
+    assert _macros(stats)[-6:] == [1] * 6, _macros(stats)
