@@ -132,6 +132,8 @@ class Stats:
 # iteration in this many deviated.
 _CONVERGING_CAP = 4
 _CONVERGING_RATE = 4
+# Calls recorded while a regeneration compiles (TerraFunction._merge_pending).
+_PENDING_MAX = 8
 
 
 class TerraFunction:
@@ -166,6 +168,9 @@ class TerraFunction:
         self.compile_in_background = compile_in_background
         # The compilation running on a background thread, if any.
         self._compiling: Optional[_BackgroundCompile] = None
+        # Traces recorded while a regeneration compiles (merged when it is
+        # done, _merge_pending); None: calls in the meantime run untraced.
+        self._pending: Optional[list[Trace]] = None
         self.cache_dir = cache_dir if cache_dir is not None else str(build_dir() / "terra-cache")
         self._explicit = (modules, optimizers)
         self.registry: Optional[StateRegistry] = None
@@ -227,9 +232,10 @@ class TerraFunction:
                 self._log(f"eager call: {foreign}")
                 return self.fn(*args, **kwargs)
         if self.phase == "compiling":
-            if not self._compiling.done():
+            if self._compiling.done():
+                self._install(self._compiling.result())  # (which may compile again)
+            if self.phase == "compiling":
                 return self._eager_while_compiling(args, kwargs)
-            self._install(self._compiling.result())
         if self.phase == "coexec":
             with _gc_paused():
                 return self._coexec(args, kwargs)
@@ -259,7 +265,7 @@ class TerraFunction:
             print(f"[terra] {self.__qualname__}: {text}", file=sys.stderr, flush=True)
 
     def _go_eager(self, reason: str) -> None:
-        self._retired = None
+        self._retired = self._pending = None
         self.phase = "eager"
         self.eager_reason = reason
         warnings.warn(f"terra.function {self.__qualname__} runs eagerly from now on: {reason}",
@@ -267,6 +273,12 @@ class TerraFunction:
         self._log(f"-> eager ({reason})")
 
     def _trace(self, args: tuple, kwargs: dict) -> Any:
+        result, trace = self._recorded_call(args, kwargs, "tracing")
+        self._after_trace(trace, tracing_phase=True)
+        return result
+
+    def _recorded_call(self, args: tuple, kwargs: dict, phase: str) -> tuple:
+        """Runs the step eagerly under the recorder: (its result, its trace)."""
         self._retired = None
         self.stats.tracing_iterations += 1
         start = time.perf_counter()
@@ -282,9 +294,8 @@ class TerraFunction:
             recorder.release()
         elapsed = time.perf_counter() - start
         self.stats.host_exec_s += elapsed
-        self.stats.steps.append({"phase": "tracing", "host_exec_s": elapsed})
-        self._after_trace(recorder.trace, tracing_phase=True)
-        return result
+        self.stats.steps.append({"phase": phase, "host_exec_s": elapsed, "traced": True})
+        return result, recorder.trace
 
     def _after_trace(self, trace: Trace, tracing_phase: bool) -> None:
         """Merges a completed trace; compiles when tracing is done or the
@@ -318,7 +329,37 @@ class TerraFunction:
                 return
             self.stats.regenerations += 1
             self._log(f"regenerating the graph ({self.stats.regenerations})")
-            self._compile()
+            self._compile(record=True)
+
+    def _merge_pending(self) -> None:
+        """Merges the traces recorded while a regeneration compiled; if one
+        changed the TraceGraph (a path the program took meanwhile that the
+        new graph lacks), regenerates again at once instead of waiting for
+        that path's deviation. A program whose paths are drawn at random
+        (SDPoint's nine) meets most of them during its first regeneration's
+        compile instead of paying a deviation and a compile for each."""
+        pending, self._pending = self._pending or [], None
+        changed = False
+        for trace in pending:
+            if self.phase != "coexec":
+                return  # (eager, or a relaxation: tracing starts again)
+            if trace.problems:
+                self._go_eager("the step cannot be compiled: " + "; ".join(trace.problems))
+                return
+            if self._relax(trace):
+                return
+            merged = self._merge(trace)
+            if merged is None:
+                return
+            changed |= merged
+        if not changed:
+            return
+        if self.stats.regenerations >= self.max_regenerations and not self._converging():
+            return  # (the next deviation decides, as without the pending traces)
+        self.stats.regenerations += 1
+        self._log(f"regenerating the graph ({self.stats.regenerations}): "
+                  "paths met while the last one compiled")
+        self._compile(record=True)
 
     def _converging(self) -> bool:
         """Whether regenerating past `max_regenerations` is still worth it:
@@ -439,7 +480,10 @@ class TerraFunction:
                 self.state_types[ev.name] = ev.type
         return r
 
-    def _compile(self, keep_stages: bool = False) -> None:
+    def _compile(self, keep_stages: bool = False, record: bool = False) -> None:
+        """Compiles the TraceGraph; `record` (a regeneration): calls while it
+        compiles in the background are traced (up to _PENDING_MAX) and
+        merged when it is done."""
         self._log(f"compiling ({self.session.num_nodes} TraceGraph nodes"
                   f"{', in the background' if self.compile_in_background else ''})")
         self.graph = self.cursor = None
@@ -447,6 +491,7 @@ class TerraFunction:
                                  self.graph_device)
         if self.compile_in_background and not keep_stages:
             self._compiling = job
+            self._pending = [] if record else None
             self.phase = "compiling"
             job.start()
             return
@@ -454,13 +499,21 @@ class TerraFunction:
         self._install(job.result())
 
     def wait_compiled(self) -> None:
-        """Waits for a compilation running in the background (if any) and
-        installs its graph; the next call co-executes."""
-        if self.phase == "compiling":
+        """Waits for compilations running in the background (if any; the
+        traces recorded meanwhile may start another) and installs the
+        graph; the next call co-executes."""
+        while self.phase == "compiling":
             self._install(self._compiling.result(wait=True))
 
     def _eager_while_compiling(self, args: tuple, kwargs: dict) -> Any:
-        """A call while the graph compiles: the step runs eagerly, as it is."""
+        """A call while the graph compiles: the step runs eagerly, as it is,
+        and while a regeneration compiles, recorded (the TraceGraph is the
+        compiler's until it is done: the trace waits, _merge_pending)."""
+        if self._pending is not None and len(self._pending) < _PENDING_MAX:
+            with _host_threads(1):
+                result, trace = self._recorded_call(args, kwargs, "compiling")
+            self._pending.append(trace)
+            return result
         start = time.perf_counter()
         self.stats.eager_iterations += 1
         try:
@@ -494,6 +547,8 @@ class TerraFunction:
         self._log(f"-> co-execution (compiled in {elapsed:.2f} s"
                   f"{', cached' if graph.loaded_from_cache else ''}"
                   f"{', host ops: ' + ', '.join(self.host_op_names) if self.host_op_names else ''})")
+        if self._pending is not None:
+            self._merge_pending()
 
     def node_shape(self, node: int, result: int) -> list[int]:
         """The compiled graph's shape of a node's result (-1: a dynamic dim)."""
@@ -685,7 +740,8 @@ class _BackgroundCompile:
     """One compilation of a session's graph, on a thread of its own or on
     the caller's. The native compiler releases the GIL, so Python keeps
     running the program; nothing touches the session until it is done
-    (calls in the meantime run eagerly, untraced)."""
+    (calls in the meantime run eagerly; during a regeneration the first few
+    are recorded, and their traces merged once it is done)."""
 
     def __init__(self, session: Any, cache_dir: str, max_duplication: int, keep_stages: bool,
                  device: str = "cpu"):

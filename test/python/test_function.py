@@ -1004,6 +1004,61 @@ def test_background_compilation_runs_the_step_eagerly_meanwhile(monkeypatch: pyt
     assert stats["eager_iterations"] == 6 - traced
 
 
+def test_paths_met_while_a_regeneration_compiles_are_compiled_in_without_deviating(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a regeneration compiles in the background, calls run eagerly
+    and are recorded; a path met then that the new graph lacks is compiled
+    in as soon as that compilation is done, instead of deviating when the
+    program next takes it (SDPoint draws one of nine paths per step)."""
+    from coexec_helpers import assert_same, state_of
+    gate = _gate_compiler(monkeypatch)
+    acts = {"relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}
+
+    def make() -> tuple:
+        model = nn.Sequential(nn.Linear(6, 8), nn.Linear(8, 3))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y, act):
+            loss = F.cross_entropy(model[1](acts[act](model[0](x))), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    torch.manual_seed(0)
+    step_e, model_e, opt_e = make()
+    torch.manual_seed(0)
+    step_t, model_t, opt_t = make()
+    fn = terra.function(step_t, cache_dir=None, compile_in_background=True)
+    data = iter(batches(16))
+
+    def call(act: str) -> str:
+        x, y = next(data)
+        assert_same(fn(x, y, act), step_e(x, y, act), f"{act} result")
+        se, st = state_of(model_e, opt_e), state_of(model_t, opt_t)
+        for k in se:
+            assert_same(st[k], se[k], f"{act} {k}")
+        return terra.stats(fn)["steps"][-1]["phase"]
+    for _ in range(4):  # traced until a trace is covered
+        if call("relu") != "tracing":
+            break
+    assert fn.phase == "compiling"
+    gate.set()
+    fn.wait_compiled()
+    gate.clear()  # (the regeneration waits until the paths below were met)
+    assert call("relu") == "coexec"
+    call("tanh")  # deviates: a regeneration starts
+    assert fn.phase == "compiling" and terra.stats(fn)["regenerations"] == 1
+    assert [call(a) for a in ("sigmoid", "tanh", "sigmoid")] == ["compiling"] * 3
+    assert all(s.get("traced") for s in terra.stats(fn)["steps"][-3:])
+    gate.set()
+    fn.wait_compiled()  # relu + tanh, then at once sigmoid too
+    assert fn.phase == "coexec"
+    assert [call(a) for a in ("sigmoid", "tanh", "relu", "sigmoid")] == ["coexec"] * 4
+    stats = terra.stats(fn)
+    assert stats["fallbacks"] == 1 and stats["regenerations"] == 2, stats["fallback_log"]
+
+
 def test_background_compilation_finishing_unawaited_is_picked_up_by_a_later_call() -> None:
     fn = terra.function(sgd_program()()[0], cache_dir=None, compile_in_background=True)
     data = batches(40)
