@@ -302,12 +302,7 @@ class TerraFunction:
         graph changed after a deviation."""
         if self.phase == "eager":
             return
-        if trace.problems:
-            self._go_eager("the step cannot be compiled: " + "; ".join(trace.problems))
-            return
-        if self._relax(trace):
-            return
-        changed = self._merge(trace)
+        changed = self._absorb(trace)
         if changed is None:
             return
         if tracing_phase:
@@ -327,9 +322,23 @@ class TerraFunction:
                 self._go_eager(f"the graph was regenerated {self.stats.regenerations} times "
                                f"(max_regenerations); last deviation: {self.stats.fallbacks[-1].reason}")
                 return
-            self.stats.regenerations += 1
-            self._log(f"regenerating the graph ({self.stats.regenerations})")
-            self._compile(record=True)
+            self._regenerate("")
+
+    def _absorb(self, trace: Trace) -> Optional[bool]:
+        """Takes a completed trace in: whether it changed the TraceGraph, or
+        None if it ended the phase (the function is eager from now on, or a
+        relaxation dropped the traces and tracing starts again)."""
+        if trace.problems:
+            self._go_eager("the step cannot be compiled: " + "; ".join(trace.problems))
+            return None
+        if self._relax(trace):
+            return None
+        return self._merge(trace)
+
+    def _regenerate(self, why: str) -> None:
+        self.stats.regenerations += 1
+        self._log(f"regenerating the graph ({self.stats.regenerations}){why}")
+        self._compile(record=True)
 
     def _merge_pending(self) -> None:
         """Merges the traces recorded while a regeneration compiled; if one
@@ -341,14 +350,7 @@ class TerraFunction:
         pending, self._pending = self._pending or [], None
         changed = False
         for trace in pending:
-            if self.phase != "coexec":
-                return  # (eager, or a relaxation: tracing starts again)
-            if trace.problems:
-                self._go_eager("the step cannot be compiled: " + "; ".join(trace.problems))
-                return
-            if self._relax(trace):
-                return
-            merged = self._merge(trace)
+            merged = self._absorb(trace)
             if merged is None:
                 return
             changed |= merged
@@ -356,10 +358,7 @@ class TerraFunction:
             return
         if self.stats.regenerations >= self.max_regenerations and not self._converging():
             return  # (the next deviation decides, as without the pending traces)
-        self.stats.regenerations += 1
-        self._log(f"regenerating the graph ({self.stats.regenerations}): "
-                  "paths met while the last one compiled")
-        self._compile(record=True)
+        self._regenerate(": paths met while the last one compiled")
 
     def _converging(self) -> bool:
         """Whether regenerating past `max_regenerations` is still worth it:

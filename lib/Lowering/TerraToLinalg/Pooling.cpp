@@ -578,44 +578,6 @@ Value windowMask(OpBuilder &b, Location loc, int64_t in, int64_t out) {
   return arith::ConstantOp::create(b, loc, DenseElementsAttr::get(type, bits));
 }
 
-/// Contracts dim `dim` (2 or 3) of `x` (N, C, A, B) with the i1 `mask`
-/// (out, in): forward (x's dim is `in`) gives out[o] = sum_{j in window o}
-/// x[j]; backward (x's dim is `out`) gives out[j] = sum_{o: j in window o}
-/// x[o].
-Value maskedSum(OpBuilder &b, Location loc, Value x, Value mask, int dim,
-                bool backward) {
-  auto xt = cast<RankedTensorType>(x.getType());
-  auto mt = cast<RankedTensorType>(mask.getType());
-  Type et = xt.getElementType();
-  int64_t size = mt.getDimSize(backward ? 1 : 0);
-  SmallVector<OpFoldResult> sizes = getSizes(b, loc, x);
-  sizes[dim] = b.getIndexAttr(size);
-  Value zero = scalarConstant(b, loc, et, 0.0);
-  Value empty = tensor::EmptyOp::create(b, loc, sizes, et);
-  Value init = linalg::FillOp::create(b, loc, zero, empty).getResult(0);
-  // Loops (n, c, a, b | r).
-  MLIRContext *ctx = b.getContext();
-  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
-  SmallVector<AffineExpr> xe = {d(0), d(1), d(2), d(3)};
-  xe[dim] = d(4);
-  auto xMap = AffineMap::get(5, 0, xe, ctx);
-  auto mMap = backward ? AffineMap::get(5, 0, {d(4), d(dim)}, ctx)
-                       : AffineMap::get(5, 0, {d(dim), d(4)}, ctx);
-  auto outMap = AffineMap::get(5, 0, {d(0), d(1), d(2), d(3)}, ctx);
-  SmallVector<utils::IteratorType> iters(4, utils::IteratorType::parallel);
-  iters.push_back(utils::IteratorType::reduction);
-  return linalg::GenericOp::create(
-             b, loc, init.getType(), ValueRange{x, mask}, init,
-             {xMap, mMap, outMap}, iters,
-             [&](OpBuilder &nb, Location nl, ValueRange a) {
-               Value add = arith::AddFOp::create(nb, nl, a[2], a[0]);
-               linalg::YieldOp::create(
-                   nb, nl,
-                   Value(arith::SelectOp::create(nb, nl, a[1], add, a[2])));
-             })
-      .getResult(0);
-}
-
 /// Whether input position `j` of `in` lies in output `o`'s window of `out`
 /// (index values): floor(o * in / out) <= j < ceil((o + 1) * in / out),
 /// i.e. (j + 1) * out > o * in and j * out < (o + 1) * in.
@@ -633,14 +595,28 @@ Value inWindow(OpBuilder &b, Location loc, Value o, Value j, Value in,
   return arith::AndIOp::create(b, loc, after, before);
 }
 
-/// maskedSum with the windows computed from run-time sizes `in` and `out`
-/// of dim `dim` (2 or 3): forward (x's dim is `in`) or backward (`out`).
-Value windowSum(OpBuilder &b, Location loc, Value x, int dim, Value in,
-                Value out, bool backward) {
+/// The windows of one spatial dim of adaptive pooling: an i1 (out, in)
+/// constant (static sizes), or the run-time sizes `in` and `out` from which
+/// the contraction's body computes membership (`inWindow`).
+struct Windows {
+  Value mask;
+  Value in, out;
+};
+
+/// Contracts dim `dim` (2 or 3) of `x` (N, C, A, B) with the windows `w`:
+/// forward (x's dim is `in`) gives out[o] = sum_{j in window o} x[j];
+/// backward (x's dim is `out`) gives out[j] = sum_{o: j in window o} x[o].
+Value windowSum(OpBuilder &b, Location loc, Value x, int dim, const Windows &w,
+                bool backward) {
   auto xt = cast<RankedTensorType>(x.getType());
   Type et = xt.getElementType();
   SmallVector<OpFoldResult> sizes = getSizes(b, loc, x);
-  sizes[dim] = getAsOpFoldResult(backward ? in : out);
+  if (w.mask) {
+    auto mt = cast<RankedTensorType>(w.mask.getType());
+    sizes[dim] = b.getIndexAttr(mt.getDimSize(backward ? 1 : 0));
+  } else {
+    sizes[dim] = getAsOpFoldResult(backward ? w.in : w.out);
+  }
   Value zero = scalarConstant(b, loc, et, 0.0);
   Value empty = tensor::EmptyOp::create(b, loc, sizes, et);
   Value init = linalg::FillOp::create(b, loc, zero, empty).getResult(0);
@@ -649,21 +625,32 @@ Value windowSum(OpBuilder &b, Location loc, Value x, int dim, Value in,
   auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
   SmallVector<AffineExpr> xe = {d(0), d(1), d(2), d(3)};
   xe[dim] = d(4);
-  auto xMap = AffineMap::get(5, 0, xe, ctx);
-  auto outMap = AffineMap::get(5, 0, {d(0), d(1), d(2), d(3)}, ctx);
+  SmallVector<AffineMap> maps = {AffineMap::get(5, 0, xe, ctx)};
+  SmallVector<Value> ins = {x};
+  if (w.mask) {
+    maps.push_back(backward ? AffineMap::get(5, 0, {d(4), d(dim)}, ctx)
+                            : AffineMap::get(5, 0, {d(dim), d(4)}, ctx));
+    ins.push_back(w.mask);
+  }
+  maps.push_back(AffineMap::get(5, 0, {d(0), d(1), d(2), d(3)}, ctx));
   SmallVector<utils::IteratorType> iters(4, utils::IteratorType::parallel);
   iters.push_back(utils::IteratorType::reduction);
   return linalg::GenericOp::create(
-             b, loc, init.getType(), ValueRange{x}, init, {xMap, outMap}, iters,
+             b, loc, init.getType(), ins, init, maps, iters,
              [&](OpBuilder &nb, Location nl, ValueRange a) {
-               Value at = linalg::IndexOp::create(nb, nl, dim);
-               Value r = linalg::IndexOp::create(nb, nl, 4);
-               Value mask = backward ? inWindow(nb, nl, r, at, in, out)
-                                     : inWindow(nb, nl, at, r, in, out);
-               Value add = arith::AddFOp::create(nb, nl, a[1], a[0]);
+               Value acc = a.back(), member;
+               if (w.mask) {
+                 member = a[1];
+               } else {
+                 Value at = linalg::IndexOp::create(nb, nl, dim);
+                 Value r = linalg::IndexOp::create(nb, nl, 4);
+                 member = backward ? inWindow(nb, nl, r, at, w.in, w.out)
+                                   : inWindow(nb, nl, at, r, w.in, w.out);
+               }
+               Value add = arith::AddFOp::create(nb, nl, acc, a[0]);
                linalg::YieldOp::create(
                    nb, nl,
-                   Value(arith::SelectOp::create(nb, nl, mask, add, a[1])));
+                   Value(arith::SelectOp::create(nb, nl, member, add, acc)));
              })
       .getResult(0);
 }
@@ -764,14 +751,14 @@ LogicalResult lowerAdaptiveAvgPool(DLOp op, ValueRange o, PatternRewriter &rw) {
           rw, loc,
           arith::CmpIOp::create(rw, loc, arith::CmpIPredicate::sgt, v, zero),
           "adaptive pooling of an empty input");
-    r = windowSum(rw, loc, x, 2, h, oh, false);
-    r = windowSum(rw, loc, r, 3, w, ow, false);
+    r = windowSum(rw, loc, x, 2, {{}, h, oh}, false);
+    r = windowSum(rw, loc, r, 3, {{}, w, ow}, false);
     r = divideByWindows(rw, loc, r, h, oh, w, ow);
   } else if (std::optional<PoolParams> p = adaptiveAsAvg(g)) {
     r = emitAvgPool(rw, loc, x, *p, g, {double(p->kernel[0] * p->kernel[1])});
   } else {
-    r = maskedSum(rw, loc, x, windowMask(rw, loc, g.H, g.OH), 2, false);
-    r = maskedSum(rw, loc, r, windowMask(rw, loc, g.W, g.OW), 3, false);
+    r = windowSum(rw, loc, x, 2, {windowMask(rw, loc, g.H, g.OH)}, false);
+    r = windowSum(rw, loc, r, 3, {windowMask(rw, loc, g.W, g.OW)}, false);
     r = divideBy(rw, loc, r, adaptiveCounts(g), g.OH, g.OW);
   }
   rw.replaceOp(op, fromNCHW(rw, loc, r, resT));
@@ -818,15 +805,15 @@ LogicalResult lowerAdaptiveAvgPoolBackward(DLOp op, ValueRange o,
           arith::CmpIOp::create(rw, loc, arith::CmpIPredicate::sgt, v, zero),
           "adaptive pooling gradient with an empty output");
     r = divideByWindows(rw, loc, go, h, oh, w, ow);
-    r = windowSum(rw, loc, r, 3, w, ow, true);
-    r = windowSum(rw, loc, r, 2, h, oh, true);
+    r = windowSum(rw, loc, r, 3, {{}, w, ow}, true);
+    r = windowSum(rw, loc, r, 2, {{}, h, oh}, true);
   } else if (std::optional<PoolParams> p = adaptiveAsAvg(g)) {
     r = emitAvgPoolBackward(rw, loc, go, x, *p, g,
                             {double(p->kernel[0] * p->kernel[1])});
   } else {
     r = divideBy(rw, loc, go, adaptiveCounts(g), g.OH, g.OW);
-    r = maskedSum(rw, loc, r, windowMask(rw, loc, g.W, g.OW), 3, true);
-    r = maskedSum(rw, loc, r, windowMask(rw, loc, g.H, g.OH), 2, true);
+    r = windowSum(rw, loc, r, 3, {windowMask(rw, loc, g.W, g.OW)}, true);
+    r = windowSum(rw, loc, r, 2, {windowMask(rw, loc, g.H, g.OH)}, true);
   }
   rw.replaceOp(op, fromNCHW(rw, loc, r, resT));
   return success();
