@@ -407,33 +407,18 @@ std::vector<ConvCase> convCases() {
       {1, 4, 5, 5, 4, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1},     // no padding
       {0, 4, 5, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},     // empty batch
   };
+  auto caseOf = [](ConvOp op, const Shape &s, L a, L b, L o, bool bias,
+                   bool ow) {
+    return ConvCase{op,   s.n,  s.c,   s.h,   s.w,   s.f,   s.kh, s.kw,
+                    s.sh, s.sw, s.plh, s.plw, s.prh, s.prw, s.dh, s.dw,
+                    s.g,  a,    b,     o,     bias,  ow};
+  };
+  const L c = L::Contiguous;
   for (ConvOp op : {ConvOp::Forward, ConvOp::GradInput, ConvOp::GradWeight})
     for (const Shape &s : shapes)
-      for (bool ow : {true, false}) {
-        ConvCase k{op,
-                   s.n,
-                   s.c,
-                   s.h,
-                   s.w,
-                   s.f,
-                   s.kh,
-                   s.kw,
-                   s.sh,
-                   s.sw,
-                   s.plh,
-                   s.plw,
-                   s.prh,
-                   s.prw,
-                   s.dh,
-                   s.dw,
-                   s.g,
-                   L::Contiguous,
-                   L::Contiguous,
-                   L::Contiguous,
-                   op == ConvOp::Forward && ow,
-                   ow};
-        cases.push_back(k);
-      }
+      for (bool ow : {true, false})
+        cases.push_back(
+            caseOf(op, s, c, c, c, op == ConvOp::Forward && ow, ow));
   // Layouts, on a 3x3 and a 1x1 problem: non-contiguous inputs and
   // outputs, broadcast inputs.
   for (ConvOp op : {ConvOp::Forward, ConvOp::GradInput, ConvOp::GradWeight})
@@ -444,37 +429,12 @@ std::vector<ConvCase> convCases() {
             {L::Contiguous, L::Contiguous, L::ChannelsLast},
             {L::Broadcast, L::Contiguous, L::Contiguous}})
         for (bool ow : {true, false})
-          cases.push_back(
-              {op,   s.n,  s.c,  s.h,   s.w,   s.f,   s.kh,
-               s.kw, s.sh, s.sw, s.plh, s.plw, s.prh, s.prw,
-               s.dh, s.dw, s.g,  a,     b,     o,     op == ConvOp::Forward,
-               ow});
+          cases.push_back(caseOf(op, s, a, b, o, op == ConvOp::Forward, ow));
   // The padding after the input derived from the sizes (stride 1, stride 2
   // with a choice of padding, dilation with asymmetric padding).
   for (ConvOp op : {ConvOp::Forward, ConvOp::GradInput, ConvOp::GradWeight})
     for (const Shape &s : {shapes[0], shapes[1], shapes[2]}) {
-      ConvCase k{op,
-                 s.n,
-                 s.c,
-                 s.h,
-                 s.w,
-                 s.f,
-                 s.kh,
-                 s.kw,
-                 s.sh,
-                 s.sw,
-                 s.plh,
-                 s.plw,
-                 s.prh,
-                 s.prw,
-                 s.dh,
-                 s.dw,
-                 s.g,
-                 L::Contiguous,
-                 L::Contiguous,
-                 L::Contiguous,
-                 op == ConvOp::Forward,
-                 true};
+      ConvCase k = caseOf(op, s, c, c, c, op == ConvOp::Forward, true);
       k.derive = true;
       cases.push_back(k);
     }

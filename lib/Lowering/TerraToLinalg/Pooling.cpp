@@ -595,6 +595,16 @@ Value inWindow(OpBuilder &b, Location loc, Value o, Value j, Value in,
   return arith::AndIOp::create(b, loc, after, before);
 }
 
+/// Guards that every size in `sizes` (index values) is positive.
+void guardPositive(OpBuilder &b, Location loc, ValueRange sizes,
+                   StringRef msg) {
+  Value zero = idx(b, loc, 0);
+  for (Value v : sizes)
+    cf::AssertOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, v, zero), msg);
+}
+
 /// The windows of one spatial dim of adaptive pooling: an i1 (out, in)
 /// constant (static sizes), or the run-time sizes `in` and `out` from which
 /// the contraction's body computes membership (`inWindow`).
@@ -745,12 +755,7 @@ LogicalResult lowerAdaptiveAvgPool(DLOp op, ValueRange o, PatternRewriter &rw) {
     Value h = tensor::DimOp::create(rw, loc, x, 2);
     Value w = tensor::DimOp::create(rw, loc, x, 3);
     Value oh = idx(rw, loc, g.OH), ow = idx(rw, loc, g.OW);
-    Value zero = idx(rw, loc, 0);
-    for (Value v : {h, w})
-      cf::AssertOp::create(
-          rw, loc,
-          arith::CmpIOp::create(rw, loc, arith::CmpIPredicate::sgt, v, zero),
-          "adaptive pooling of an empty input");
+    guardPositive(rw, loc, {h, w}, "adaptive pooling of an empty input");
     r = windowSum(rw, loc, x, 2, {{}, h, oh}, false);
     r = windowSum(rw, loc, r, 3, {{}, w, ow}, false);
     r = divideByWindows(rw, loc, r, h, oh, w, ow);
@@ -798,12 +803,8 @@ LogicalResult lowerAdaptiveAvgPoolBackward(DLOp op, ValueRange o,
     Value w = tensor::DimOp::create(rw, loc, x, 3);
     Value oh = tensor::DimOp::create(rw, loc, go, 2);
     Value ow = tensor::DimOp::create(rw, loc, go, 3);
-    Value zero = idx(rw, loc, 0);
-    for (Value v : {oh, ow})
-      cf::AssertOp::create(
-          rw, loc,
-          arith::CmpIOp::create(rw, loc, arith::CmpIPredicate::sgt, v, zero),
-          "adaptive pooling gradient with an empty output");
+    guardPositive(rw, loc, {oh, ow},
+                  "adaptive pooling gradient with an empty output");
     r = divideByWindows(rw, loc, go, h, oh, w, ow);
     r = windowSum(rw, loc, r, 3, {{}, w, ow}, true);
     r = windowSum(rw, loc, r, 2, {{}, h, oh}, true);
