@@ -132,7 +132,7 @@ class Stats:
 # iteration in this many deviated.
 _CONVERGING_CAP = 4
 _CONVERGING_RATE = 4
-# Calls recorded while a regeneration compiles (TerraFunction._merge_pending).
+# Calls recorded while a graph compiles (TerraFunction._merge_pending).
 _PENDING_MAX = 8
 
 
@@ -168,8 +168,8 @@ class TerraFunction:
         self.compile_in_background = compile_in_background
         # The compilation running on a background thread, if any.
         self._compiling: Optional[_BackgroundCompile] = None
-        # Traces recorded while a regeneration compiles (merged when it is
-        # done, _merge_pending); None: calls in the meantime run untraced.
+        # Traces recorded while the graph compiles in the background (merged
+        # when it is done, _merge_pending); None: no compilation runs.
         self._pending: Optional[list[Trace]] = None
         self.cache_dir = cache_dir if cache_dir is not None else str(build_dir() / "terra-cache")
         self._explicit = (modules, optimizers)
@@ -338,14 +338,14 @@ class TerraFunction:
     def _regenerate(self, why: str) -> None:
         self.stats.regenerations += 1
         self._log(f"regenerating the graph ({self.stats.regenerations}){why}")
-        self._compile(record=True)
+        self._compile()
 
     def _merge_pending(self) -> None:
-        """Merges the traces recorded while a regeneration compiled; if one
+        """Merges the traces recorded while the graph compiled; if one
         changed the TraceGraph (a path the program took meanwhile that the
-        new graph lacks), regenerates again at once instead of waiting for
-        that path's deviation. A program whose paths are drawn at random
-        (SDPoint's nine) meets most of them during its first regeneration's
+        new graph lacks, a size that varies), regenerates at once instead of
+        waiting for that path's deviation. A program whose paths are drawn
+        at random (SDPoint's nine) meets most of them while its graphs
         compile instead of paying a deviation and a compile for each."""
         pending, self._pending = self._pending or [], None
         changed = False
@@ -479,10 +479,9 @@ class TerraFunction:
                 self.state_types[ev.name] = ev.type
         return r
 
-    def _compile(self, keep_stages: bool = False, record: bool = False) -> None:
-        """Compiles the TraceGraph; `record` (a regeneration): calls while it
-        compiles in the background are traced (up to _PENDING_MAX) and
-        merged when it is done."""
+    def _compile(self, keep_stages: bool = False) -> None:
+        """Compiles the TraceGraph; calls while it compiles in the background
+        are recorded (up to _PENDING_MAX) and merged when it is done."""
         self._log(f"compiling ({self.session.num_nodes} TraceGraph nodes"
                   f"{', in the background' if self.compile_in_background else ''})")
         self.graph = self.cursor = None
@@ -490,7 +489,7 @@ class TerraFunction:
                                  self.graph_device)
         if self.compile_in_background and not keep_stages:
             self._compiling = job
-            self._pending = [] if record else None
+            self._pending = []
             self.phase = "compiling"
             job.start()
             return
@@ -506,8 +505,8 @@ class TerraFunction:
 
     def _eager_while_compiling(self, args: tuple, kwargs: dict) -> Any:
         """A call while the graph compiles: the step runs eagerly, as it is,
-        and while a regeneration compiles, recorded (the TraceGraph is the
-        compiler's until it is done: the trace waits, _merge_pending)."""
+        recorded for the first _PENDING_MAX calls (the TraceGraph is the
+        compiler's until it is done: the traces wait, _merge_pending)."""
         if self._pending is not None and len(self._pending) < _PENDING_MAX:
             with _host_threads(1):
                 result, trace = self._recorded_call(args, kwargs, "compiling")
@@ -739,8 +738,8 @@ class _BackgroundCompile:
     """One compilation of a session's graph, on a thread of its own or on
     the caller's. The native compiler releases the GIL, so Python keeps
     running the program; nothing touches the session until it is done
-    (calls in the meantime run eagerly; during a regeneration the first few
-    are recorded, and their traces merged once it is done)."""
+    (calls in the meantime run eagerly; the first few are recorded, and
+    their traces merged once it is done)."""
 
     def __init__(self, session: Any, cache_dir: str, max_duplication: int, keep_stages: bool,
                  device: str = "cpu"):
