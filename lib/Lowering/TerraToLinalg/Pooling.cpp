@@ -578,23 +578,6 @@ Value windowMask(OpBuilder &b, Location loc, int64_t in, int64_t out) {
   return arith::ConstantOp::create(b, loc, DenseElementsAttr::get(type, bits));
 }
 
-/// Whether input position `j` of `in` lies in output `o`'s window of `out`
-/// (index values): floor(o * in / out) <= j < ceil((o + 1) * in / out),
-/// i.e. (j + 1) * out > o * in and j * out < (o + 1) * in.
-Value inWindow(OpBuilder &b, Location loc, Value o, Value j, Value in,
-               Value out) {
-  Value one = idx(b, loc, 1);
-  Value oIn = arith::MulIOp::create(b, loc, o, in);
-  Value after = arith::CmpIOp::create(
-      b, loc, arith::CmpIPredicate::sgt,
-      arith::MulIOp::create(b, loc, arith::AddIOp::create(b, loc, j, one), out),
-      oIn);
-  Value before = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
-                                       arith::MulIOp::create(b, loc, j, out),
-                                       arith::AddIOp::create(b, loc, oIn, in));
-  return arith::AndIOp::create(b, loc, after, before);
-}
-
 /// Guards that every size in `sizes` (index values) is positive.
 void guardPositive(OpBuilder &b, Location loc, ValueRange sizes,
                    StringRef msg) {
@@ -605,28 +588,17 @@ void guardPositive(OpBuilder &b, Location loc, ValueRange sizes,
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, v, zero), msg);
 }
 
-/// The windows of one spatial dim of adaptive pooling: an i1 (out, in)
-/// constant (static sizes), or the run-time sizes `in` and `out` from which
-/// the contraction's body computes membership (`inWindow`).
-struct Windows {
-  Value mask;
-  Value in, out;
-};
-
-/// Contracts dim `dim` (2 or 3) of `x` (N, C, A, B) with the windows `w`:
-/// forward (x's dim is `in`) gives out[o] = sum_{j in window o} x[j];
-/// backward (x's dim is `out`) gives out[j] = sum_{o: j in window o} x[o].
-Value windowSum(OpBuilder &b, Location loc, Value x, int dim, const Windows &w,
+/// Contracts dim `dim` (2 or 3) of `x` (N, C, A, B) with the i1 `mask`
+/// (out, in): forward (x's dim is `in`) gives out[o] = sum_{j in window o}
+/// x[j]; backward (x's dim is `out`) gives out[j] = sum_{o: j in window o}
+/// x[o].
+Value maskedSum(OpBuilder &b, Location loc, Value x, Value mask, int dim,
                 bool backward) {
   auto xt = cast<RankedTensorType>(x.getType());
+  auto mt = cast<RankedTensorType>(mask.getType());
   Type et = xt.getElementType();
   SmallVector<OpFoldResult> sizes = getSizes(b, loc, x);
-  if (w.mask) {
-    auto mt = cast<RankedTensorType>(w.mask.getType());
-    sizes[dim] = b.getIndexAttr(mt.getDimSize(backward ? 1 : 0));
-  } else {
-    sizes[dim] = getAsOpFoldResult(backward ? w.in : w.out);
-  }
+  sizes[dim] = b.getIndexAttr(mt.getDimSize(backward ? 1 : 0));
   Value zero = scalarConstant(b, loc, et, 0.0);
   Value empty = tensor::EmptyOp::create(b, loc, sizes, et);
   Value init = linalg::FillOp::create(b, loc, zero, empty).getResult(0);
@@ -635,32 +607,83 @@ Value windowSum(OpBuilder &b, Location loc, Value x, int dim, const Windows &w,
   auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
   SmallVector<AffineExpr> xe = {d(0), d(1), d(2), d(3)};
   xe[dim] = d(4);
-  SmallVector<AffineMap> maps = {AffineMap::get(5, 0, xe, ctx)};
-  SmallVector<Value> ins = {x};
-  if (w.mask) {
-    maps.push_back(backward ? AffineMap::get(5, 0, {d(4), d(dim)}, ctx)
-                            : AffineMap::get(5, 0, {d(dim), d(4)}, ctx));
-    ins.push_back(w.mask);
-  }
-  maps.push_back(AffineMap::get(5, 0, {d(0), d(1), d(2), d(3)}, ctx));
+  auto xMap = AffineMap::get(5, 0, xe, ctx);
+  auto mMap = backward ? AffineMap::get(5, 0, {d(4), d(dim)}, ctx)
+                       : AffineMap::get(5, 0, {d(dim), d(4)}, ctx);
+  auto outMap = AffineMap::get(5, 0, {d(0), d(1), d(2), d(3)}, ctx);
   SmallVector<utils::IteratorType> iters(4, utils::IteratorType::parallel);
   iters.push_back(utils::IteratorType::reduction);
   return linalg::GenericOp::create(
-             b, loc, init.getType(), ins, init, maps, iters,
+             b, loc, init.getType(), ValueRange{x, mask}, init,
+             {xMap, mMap, outMap}, iters,
              [&](OpBuilder &nb, Location nl, ValueRange a) {
-               Value acc = a.back(), member;
-               if (w.mask) {
-                 member = a[1];
-               } else {
-                 Value at = linalg::IndexOp::create(nb, nl, dim);
-                 Value r = linalg::IndexOp::create(nb, nl, 4);
-                 member = backward ? inWindow(nb, nl, r, at, w.in, w.out)
-                                   : inWindow(nb, nl, at, r, w.in, w.out);
-               }
-               Value add = arith::AddFOp::create(nb, nl, acc, a[0]);
+               Value add = arith::AddFOp::create(nb, nl, a[2], a[0]);
                linalg::YieldOp::create(
                    nb, nl,
-                   Value(arith::SelectOp::create(nb, nl, member, add, acc)));
+                   Value(arith::SelectOp::create(nb, nl, a[1], add, a[2])));
+             })
+      .getResult(0);
+}
+
+/// The same contraction with run-time sizes, as a gather over bounded
+/// windows: dim `dim` of `x` has `src` positions and the result `res`;
+/// result position p sums x over [floor(p * src / res), ceil((p + 1) * src /
+/// res)). That is adaptive pooling's window of output p (forward: src = in,
+/// res = out), and also the outputs whose windows contain input p
+/// (backward: src = out, res = in). No window is longer than
+/// ceil(src / res) + 1, which bounds the reduction loop (the extent of an
+/// empty `window` operand, as the pooling ops' window operand).
+Value windowGather(OpBuilder &b, Location loc, Value x, int dim, Value src,
+                   Value res) {
+  auto xt = cast<RankedTensorType>(x.getType());
+  Type et = xt.getElementType();
+  SmallVector<OpFoldResult> sizes = getSizes(b, loc, x);
+  sizes[dim] = getAsOpFoldResult(res);
+  Value zero = scalarConstant(b, loc, et, 0.0);
+  Value empty = tensor::EmptyOp::create(b, loc, sizes, et);
+  Value init = linalg::FillOp::create(b, loc, zero, empty).getResult(0);
+  Value one = idx(b, loc, 1);
+  Value resLess1 = arith::SubIOp::create(b, loc, res, one);
+  Value longest = arith::AddIOp::create(
+      b, loc,
+      arith::DivUIOp::create(b, loc,
+                             arith::AddIOp::create(b, loc, src, resLess1), res),
+      one);
+  Value window = tensor::EmptyOp::create(
+      b, loc, ArrayRef<OpFoldResult>{OpFoldResult(longest)}, et);
+  Value last = arith::SubIOp::create(b, loc, src, one);
+  // Loops (n, c, a, b | k).
+  MLIRContext *ctx = b.getContext();
+  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+  auto wMap = AffineMap::get(5, 0, {d(4)}, ctx);
+  auto outMap = AffineMap::get(5, 0, {d(0), d(1), d(2), d(3)}, ctx);
+  SmallVector<utils::IteratorType> iters(4, utils::IteratorType::parallel);
+  iters.push_back(utils::IteratorType::reduction);
+  return linalg::GenericOp::create(
+             b, loc, init.getType(), ValueRange{window}, init, {wMap, outMap},
+             iters,
+             [&](OpBuilder &nb, Location nl, ValueRange a) {
+               SmallVector<Value> at;
+               for (int64_t i = 0; i < 4; ++i)
+                 at.push_back(linalg::IndexOp::create(nb, nl, i));
+               Value p = at[dim], k = linalg::IndexOp::create(nb, nl, 4);
+               Value pSrc = arith::MulIOp::create(nb, nl, p, src);
+               Value lo = arith::DivUIOp::create(nb, nl, pSrc, res);
+               Value hi = arith::DivUIOp::create(
+                   nb, nl,
+                   arith::AddIOp::create(
+                       nb, nl, arith::AddIOp::create(nb, nl, pSrc, src),
+                       resLess1),
+                   res);
+               Value j = arith::AddIOp::create(nb, nl, lo, k);
+               Value inside = arith::CmpIOp::create(
+                   nb, nl, arith::CmpIPredicate::ult, j, hi);
+               at[dim] = arith::MinUIOp::create(nb, nl, j, last);
+               Value v = tensor::ExtractOp::create(nb, nl, x, at);
+               Value add = arith::AddFOp::create(nb, nl, a[1], v);
+               linalg::YieldOp::create(
+                   nb, nl,
+                   Value(arith::SelectOp::create(nb, nl, inside, add, a[1])));
              })
       .getResult(0);
 }
@@ -756,14 +779,14 @@ LogicalResult lowerAdaptiveAvgPool(DLOp op, ValueRange o, PatternRewriter &rw) {
     Value w = tensor::DimOp::create(rw, loc, x, 3);
     Value oh = idx(rw, loc, g.OH), ow = idx(rw, loc, g.OW);
     guardPositive(rw, loc, {h, w}, "adaptive pooling of an empty input");
-    r = windowSum(rw, loc, x, 2, {{}, h, oh}, false);
-    r = windowSum(rw, loc, r, 3, {{}, w, ow}, false);
+    r = windowGather(rw, loc, x, 2, h, oh);
+    r = windowGather(rw, loc, r, 3, w, ow);
     r = divideByWindows(rw, loc, r, h, oh, w, ow);
   } else if (std::optional<PoolParams> p = adaptiveAsAvg(g)) {
     r = emitAvgPool(rw, loc, x, *p, g, {double(p->kernel[0] * p->kernel[1])});
   } else {
-    r = windowSum(rw, loc, x, 2, {windowMask(rw, loc, g.H, g.OH)}, false);
-    r = windowSum(rw, loc, r, 3, {windowMask(rw, loc, g.W, g.OW)}, false);
+    r = maskedSum(rw, loc, x, windowMask(rw, loc, g.H, g.OH), 2, false);
+    r = maskedSum(rw, loc, r, windowMask(rw, loc, g.W, g.OW), 3, false);
     r = divideBy(rw, loc, r, adaptiveCounts(g), g.OH, g.OW);
   }
   rw.replaceOp(op, fromNCHW(rw, loc, r, resT));
@@ -803,18 +826,18 @@ LogicalResult lowerAdaptiveAvgPoolBackward(DLOp op, ValueRange o,
     Value w = tensor::DimOp::create(rw, loc, x, 3);
     Value oh = tensor::DimOp::create(rw, loc, go, 2);
     Value ow = tensor::DimOp::create(rw, loc, go, 3);
-    guardPositive(rw, loc, {oh, ow},
-                  "adaptive pooling gradient with an empty output");
+    guardPositive(rw, loc, {h, w, oh, ow},
+                  "adaptive pooling gradient of an empty input or output");
     r = divideByWindows(rw, loc, go, h, oh, w, ow);
-    r = windowSum(rw, loc, r, 3, {{}, w, ow}, true);
-    r = windowSum(rw, loc, r, 2, {{}, h, oh}, true);
+    r = windowGather(rw, loc, r, 3, ow, w);
+    r = windowGather(rw, loc, r, 2, oh, h);
   } else if (std::optional<PoolParams> p = adaptiveAsAvg(g)) {
     r = emitAvgPoolBackward(rw, loc, go, x, *p, g,
                             {double(p->kernel[0] * p->kernel[1])});
   } else {
     r = divideBy(rw, loc, go, adaptiveCounts(g), g.OH, g.OW);
-    r = windowSum(rw, loc, r, 3, {windowMask(rw, loc, g.W, g.OW)}, true);
-    r = windowSum(rw, loc, r, 2, {windowMask(rw, loc, g.H, g.OH)}, true);
+    r = maskedSum(rw, loc, r, windowMask(rw, loc, g.W, g.OW), 3, true);
+    r = maskedSum(rw, loc, r, windowMask(rw, loc, g.H, g.OH), 2, true);
   }
   rw.replaceOp(op, fromNCHW(rw, loc, r, resT));
   return success();

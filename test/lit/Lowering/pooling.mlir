@@ -151,25 +151,30 @@ terra.graph @adaptive_backward_uneven {
 // -----
 
 // A dynamic input size (pooling after a pooling whose size varies between
-// merged paths): the windows and their sizes come from the run-time sizes,
-// computed in the contractions' bodies (no constant masks).
+// merged paths): each dim is a gather over windows bounded by
+// ceil(in / out) + 1 (the extent of an empty window operand), their bounds
+// computed from the run-time sizes in the body; then a division by the
+// window sizes. The backward gathers, for each input position, the outputs
+// whose windows contain it, the same way with the sizes swapped.
 // CHECK-LABEL: terra.graph @adaptive_dynamic
 // CHECK:         cf.assert %{{.*}}, "adaptive pooling of an empty input"
-// CHECK:         %[[T:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<2x8x?x?xf32>) outs(%{{.*}} : tensor<2x8x3x?xf32>)
-// CHECK:           linalg.index 2
-// CHECK:           linalg.index 4
+// CHECK:         %[[WH:.*]] = tensor.empty(%{{.*}}) : tensor<?xf32>
+// CHECK:         %[[T:.*]] = linalg.generic {{.*}} ins(%[[WH]] : tensor<?xf32>) outs(%{{.*}} : tensor<2x8x3x?xf32>)
+// CHECK:           arith.cmpi ult
+// CHECK:           tensor.extract %{{.*}} : tensor<2x8x?x?xf32>
 // CHECK:           arith.select
-// CHECK:         %[[U:.*]] = linalg.generic {{.*}} ins(%[[T]] : tensor<2x8x3x?xf32>) outs(%{{.*}} : tensor<2x8x3x3xf32>)
+// CHECK:         %[[U:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<2x8x3x3xf32>)
+// CHECK:           tensor.extract %[[T]]
 // CHECK:         linalg.generic {{.*}} ins(%[[U]] : tensor<2x8x3x3xf32>)
 // CHECK:           arith.divui
 // CHECK:           arith.sitofp
 // CHECK:           arith.divf
 // CHECK-NOT:     terra.op
 // CHECK-LABEL: terra.graph @adaptive_backward_dynamic
-// CHECK:         cf.assert %{{.*}}, "adaptive pooling gradient with an empty output"
+// CHECK:         cf.assert %{{.*}}, "adaptive pooling gradient of an empty input or output"
 // CHECK:         arith.divf
 // CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<2x8x?x?xf32>)
-// CHECK:           linalg.index 3
+// CHECK:           tensor.extract
 // CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<2x8x?x?xf32>)
 // CHECK-NOT:     terra.op
 terra.graph @adaptive_dynamic {
