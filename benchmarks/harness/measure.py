@@ -102,14 +102,20 @@ def run_one(module: ModuleType, mode: str, cfg: RunConfig,
         first_call = time.perf_counter() - t0
         i += 1
         on_step()
-        for _ in range(max(cfg.warmup - 1, 0)):
+        # Terra compiles in the background while calls run eagerly: the
+        # warm-up waits for each compilation, so that it reaches the steady
+        # state in the same steps whatever the compile times (a program
+        # whose paths are drawn at random regenerates its graph as it meets
+        # them); the measured steps start once the graph is there. The
+        # compile time is reported on its own.
+        wait_compiled = getattr(fn, "wait_compiled", None)
+        for _ in range(max(cfg.warmup, getattr(program, "warmup", 0)) - 1):
             outputs.append(fn(i))
             i += 1
             on_step()
+            if callable(wait_compiled):
+                wait_compiled()
         _barrier(outputs[-1], cfg.device)  # no warm-up work may leak into the first repeat
-        # Terra compiles in the background while warm-up steps run eagerly:
-        # the measured steps start once the graph is there.
-        wait_compiled = getattr(fn, "wait_compiled", None)
         if callable(wait_compiled):
             wait_compiled()
         for _ in range(cfg.settle):

@@ -120,7 +120,8 @@ def render_markdown(doc: Dict[str, Any]) -> str:
            f"Generated {doc['generated']} on {m['platform']} ({m['processor']}, {m['cpu_count']} CPUs, "
            f"{m['torch_threads']} torch threads{', GPU ' + m['cuda'] if m.get('cuda') else ''}), "
            f"Python {m['python']}, torch {m['torch']} (BLAS: {m.get('blas', 'unknown')}).",
-           f"Size `{c['size']}`, device `{c['device']}`, seed {c['seed']}: {c['warmup']} warm-up steps, "
+           f"Size `{c['size']}`, device `{c['device']}`, seed {c['seed']}: {c['warmup']} warm-up steps "
+           "(or a program's own minimum, `Program.warmup`), waiting for terra's compiler after each, "
            f"then {c['repeats']} repeats of {c['steps']} measured steps. Each mode starts from a freshly "
            "built, identically seeded program.", ""]
 

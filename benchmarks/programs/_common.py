@@ -43,6 +43,9 @@ class Program:
     """
 
     name: ClassVar[str] = "program"
+    # The fewest warm-up steps that reach the program's steady state (the
+    # harness runs at least this many in every mode).
+    warmup: ClassVar[int] = 0
 
     def __init__(self, size: str, device: str, seed: int) -> None:
         self.size = check_size(size)
