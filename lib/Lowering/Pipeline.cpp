@@ -24,8 +24,17 @@
 
 using namespace mlir;
 
+std::unique_ptr<Pass>
+terra::createTerraCanonicalizer(GreedyRewriteConfig config) {
+  // The pattern's debug name (llvm::getTypeName of an anonymous-namespace
+  // class; populateRegionBranchOpInterfaceCanonicalizationPatterns adds it).
+  static const std::string disabled[] = {
+      "(anonymous namespace)::RemoveDuplicateSuccessorInputUses"};
+  return createCanonicalizerPass(config, disabled);
+}
+
 void terra::addFusionPasses(OpPassManager &pm) {
-  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createTerraCanonicalizer());
   pm.addPass(createTerraFuseElementwise());
   pm.addPass(createCSEPass());
 }
@@ -49,15 +58,15 @@ void terra::addBufferDeallocationPasses(OpPassManager &pm) {
   memref::ExpandReallocPassOptions realloc;
   realloc.emitDeallocs = false;
   pm.addPass(memref::createExpandReallocPass(realloc));
-  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createTerraCanonicalizer());
   pm.addPass(bufferization::createOwnershipBasedBufferDeallocationPass());
-  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createTerraCanonicalizer());
   pm.addPass(bufferization::createBufferDeallocationSimplificationPass());
   pm.addPass(bufferization::createLowerDeallocationsPass());
   pm.addPass(createCSEPass());
   GreedyRewriteConfig bottomUp;
   bottomUp.setUseTopDownTraversal(false);
-  pm.addPass(createCanonicalizerPass(bottomUp));
+  pm.addPass(createTerraCanonicalizer(bottomUp));
 }
 
 void terra::buildCPULoweringPipeline(OpPassManager &pm) {

@@ -55,7 +55,7 @@ void terra::buildGPULoweringPipeline(OpPassManager &pm,
   TerraLinalgToGPUOptions kernelOpts;
   kernelOpts.blockSize = options.blockSize;
   pm.addNestedPass<func::FuncOp>(createTerraLinalgToGPU(kernelOpts));
-  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createTerraCanonicalizer());
   pm.addPass(createCSEPass());
   pm.addPass(createGpuKernelOutliningPass());
   // The dealloc helper's arrays are the host's: stack, not device memory.
@@ -87,7 +87,7 @@ void terra::buildGPULoweringPipeline(OpPassManager &pm,
 
   // Device side.
   pm.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
-  pm.addNestedPass<gpu::GPUModuleOp>(createCanonicalizerPass());
+  pm.addNestedPass<gpu::GPUModuleOp>(createTerraCanonicalizer());
   pm.addNestedPass<gpu::GPUModuleOp>(createCSEPass());
   pm.addNestedPass<gpu::GPUModuleOp>(createReconcileUnrealizedCastsPass());
 
