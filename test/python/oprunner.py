@@ -78,7 +78,6 @@ def graph_text(name: str, inputs: Sequence[torch.Tensor], args: dict[str, Any],
     operands = ", ".join(f"%in{i}" for i in range(len(inputs)))
     in_types = ", ".join(mlir_type(t, d) for t, d in zip(inputs, in_dynamic))
     out_types = ", ".join(mlir_type(t, dynamic) for t in outputs)
-    results = ", ".join(f"%out#{j}" for j in range(len(outputs)))
     arg_text = ""
     if args:
         arg_text = " args {" + ", ".join(f"{k} = {mlir_attr(v)}" for k, v in sorted(args.items())) + "}"
