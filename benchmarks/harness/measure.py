@@ -109,7 +109,7 @@ def run_one(module: ModuleType, mode: str, cfg: RunConfig,
         # them); the measured steps start once the graph is there. The
         # compile time is reported on its own.
         wait_compiled = getattr(fn, "wait_compiled", None)
-        for _ in range(max(cfg.warmup, getattr(program, "warmup", 0)) - 1):
+        for _ in range(max(cfg.warmup, program.warmup) - 1):
             outputs.append(fn(i))
             i += 1
             on_step()

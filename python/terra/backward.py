@@ -62,7 +62,8 @@ import torch
 
 from . import tracing
 from .sites import OWN_HOOKS
-from .tape import Untapeable, flat_inputs, flat_results, layout_key, matches, relaxed_arg, spec_of, tensor_idents
+from .tape import (Untapeable, flat_inputs, flat_results, hashable, layout_key, matches, relaxed_arg, spec_of,
+                   tensor_idents)
 
 ENABLED = os.environ.get("TERRA_BACKWARD_MACRO", "1") != "0"
 # Bumped by every hook registration (see module doc); [0] to share a cell.
@@ -285,14 +286,16 @@ def _fitting_block(ex: Any, q: int, args: tuple, kwargs: dict) -> Optional[tuple
     epoch = HOOK_EPOCH[0]
     if epoch != ex.hook_epoch0 or len(ex.replayed) != q:
         return None
-    pattern = None
+    pattern = key = None
     for t, block in _blocks_at(ex, q):
         if block.state != "ok" or block.epoch != epoch:
             continue
         if pattern is None:
             pattern = _pattern(ex, q)
         if block.pattern == pattern and _checks_pass(ex, block, args, kwargs):
-            values = block.values.get(_forward_key(ex, q)) if block.varying else _NO_VALUES
+            if block.varying and key is None:
+                key = _forward_key(ex, q)
+            values = block.values.get(key) if block.varying else _NO_VALUES
             if values is None:
                 continue  # not met since the validation: the engine-driven replay learns them (`_learn`)
             recipes = _memo_recipes(ex, t, block, values)
@@ -315,12 +318,8 @@ def _forward_key(ex: Any, q: int) -> tuple:
     if not feeds:
         return (tuple(ex.layout), ())
     with ex.pause():  # (reading a value dispatches ops, not the step's)
-        relaxed = tuple((k, _hashable(v.tolist())) for k, v in feeds.items() if k < q)
+        relaxed = tuple((k, hashable(v.tolist())) for k, v in feeds.items() if k < q)
     return (tuple(ex.layout), relaxed)
-
-
-def _hashable(v: Any) -> Any:
-    return tuple(v) if isinstance(v, list) else v
 
 
 def _variable(spec: tuple, args: tuple, kwargs: dict) -> list:

@@ -358,12 +358,17 @@ def relaxed_arg(e: Entry, args: tuple, kwargs: dict) -> Any:
     return args[position] if position < len(args) and not kwarg_only else kwargs[name]
 
 
+def hashable(v: Any) -> Any:
+    """A relaxed scalar or scalar list as part of a key."""
+    return tuple(v) if isinstance(v, list) else v
+
+
 def layout_key(layout: list, e: Entry, v: Any) -> tuple:
     """An inferred entry's memo key: the data-dependent sizes met so far
     (`layout`) and its relaxed scalar `v` (fed, so unchecked), if any."""
     if e.relaxed is None:
         return tuple(layout)
-    return tuple(layout) + (("relaxed", tuple(v) if isinstance(v, list) else v),)
+    return tuple(layout) + (("relaxed", hashable(v)),)
 
 
 def relaxed_value(e: Entry, args: tuple, kwargs: dict) -> torch.Tensor:

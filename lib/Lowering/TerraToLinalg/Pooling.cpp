@@ -625,6 +625,21 @@ Value maskedSum(OpBuilder &b, Location loc, Value x, Value mask, int dim,
       .getResult(0);
 }
 
+/// [floor(p * src / res), ceil((p + 1) * src / res)) for index values: the
+/// window of adaptive pooling's output p over src inputs (adaptiveWindow's
+/// rule, in IR).
+std::pair<Value, Value> windowBounds(OpBuilder &b, Location loc, Value p,
+                                     Value src, Value res) {
+  Value pSrc = arith::MulIOp::create(b, loc, p, src);
+  Value start = arith::DivUIOp::create(b, loc, pSrc, res);
+  Value end = arith::DivUIOp::create(
+      b, loc,
+      arith::AddIOp::create(b, loc, arith::AddIOp::create(b, loc, pSrc, src),
+                            arith::SubIOp::create(b, loc, res, idx(b, loc, 1))),
+      res);
+  return {start, end};
+}
+
 /// The same contraction with run-time sizes, as a gather over bounded
 /// windows: dim `dim` of `x` has `src` positions and the result `res`;
 /// result position p sums x over [floor(p * src / res), ceil((p + 1) * src /
@@ -666,16 +681,9 @@ Value windowGather(OpBuilder &b, Location loc, Value x, int dim, Value src,
                SmallVector<Value> at;
                for (int64_t i = 0; i < 4; ++i)
                  at.push_back(linalg::IndexOp::create(nb, nl, i));
-               Value p = at[dim], k = linalg::IndexOp::create(nb, nl, 4);
-               Value pSrc = arith::MulIOp::create(nb, nl, p, src);
-               Value lo = arith::DivUIOp::create(nb, nl, pSrc, res);
-               Value hi = arith::DivUIOp::create(
-                   nb, nl,
-                   arith::AddIOp::create(
-                       nb, nl, arith::AddIOp::create(nb, nl, pSrc, src),
-                       resLess1),
-                   res);
-               Value j = arith::AddIOp::create(nb, nl, lo, k);
+               auto [lo, hi] = windowBounds(nb, nl, at[dim], src, res);
+               Value j = arith::AddIOp::create(
+                   nb, nl, lo, linalg::IndexOp::create(nb, nl, 4));
                Value inside = arith::CmpIOp::create(
                    nb, nl, arith::CmpIPredicate::ult, j, hi);
                at[dim] = arith::MinUIOp::create(nb, nl, j, last);
@@ -691,13 +699,7 @@ Value windowGather(OpBuilder &b, Location loc, Value x, int dim, Value src,
 /// The size of output `o`'s window over `in` of `out` (index values):
 /// ceil((o + 1) * in / out) - floor(o * in / out).
 Value windowSize(OpBuilder &b, Location loc, Value o, Value in, Value out) {
-  Value oIn = arith::MulIOp::create(b, loc, o, in);
-  Value end = arith::DivUIOp::create(
-      b, loc,
-      arith::AddIOp::create(b, loc, arith::AddIOp::create(b, loc, oIn, in),
-                            arith::SubIOp::create(b, loc, out, idx(b, loc, 1))),
-      out);
-  Value start = arith::DivUIOp::create(b, loc, oIn, out);
+  auto [start, end] = windowBounds(b, loc, o, in, out);
   return arith::SubIOp::create(b, loc, end, start);
 }
 
