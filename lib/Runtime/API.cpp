@@ -450,6 +450,7 @@ TERRA_RT_DTYPE_ENTRY_POINTS(i32, DType::I32)
 TERRA_RT_DTYPE_ENTRY_POINTS(i16, DType::I16)
 TERRA_RT_DTYPE_ENTRY_POINTS(i8, DType::I8)
 TERRA_RT_DTYPE_ENTRY_POINTS(i1, DType::I1)
+TERRA_RT_DTYPE_ENTRY_POINTS(ui8, DType::U8)
 #undef TERRA_RT_DTYPE_ENTRY_POINTS
 
 int64_t terra_rt_case(int64_t id, int64_t numCases) {
@@ -550,6 +551,7 @@ terra::rt::detail::runtimeSymbols() {
   TERRA_RT_DTYPE_SYMBOLS(i16)
   TERRA_RT_DTYPE_SYMBOLS(i8)
   TERRA_RT_DTYPE_SYMBOLS(i1)
+  TERRA_RT_DTYPE_SYMBOLS(ui8)
   TERRA_RT_SYMBOL(terra_rt_case)
   TERRA_RT_SYMBOL(terra_rt_loop)
   TERRA_RT_SYMBOL(terra_rt_host_call)

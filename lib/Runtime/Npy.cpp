@@ -11,7 +11,7 @@ static bool npyDType(const std::string &descr, DType &d) {
   static const std::pair<const char *, DType> table[] = {
       {"<f4", DType::F32}, {"<f8", DType::F64}, {"<f2", DType::F16},
       {"<i8", DType::I64}, {"<i4", DType::I32}, {"<i2", DType::I16},
-      {"|i1", DType::I8},  {"|b1", DType::I1}};
+      {"|i1", DType::I8},  {"|b1", DType::I1},  {"|u1", DType::U8}};
   for (auto &[name, dt] : table)
     if (descr == name) {
       d = dt;
@@ -30,6 +30,8 @@ static const char *npyDescr(DType d) {
   case DType::I16: return "<i2";
   case DType::I8: return "|i1";
   case DType::I1: return "|b1";
+  case DType::U8:
+    return "|u1";
   case DType::BF16: return nullptr;
   }
   return nullptr;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 using namespace terra::rt;
 
@@ -21,18 +22,19 @@ size_t terra::rt::dtypeSize(DType d) {
     return 2;
   case DType::I8:
   case DType::I1:
+  case DType::U8:
     return 1;
   }
   return 0;
 }
 
 static const char *const kNames[] = {"f32", "f64", "f16", "bf16", "i64",
-                                     "i32", "i16", "i8",  "i1"};
+                                     "i32", "i16", "i8",  "i1",   "ui8"};
 
 const char *terra::rt::dtypeName(DType d) { return kNames[int(d)]; }
 
 bool terra::rt::parseDType(const std::string &name, DType &d) {
-  for (int i = 0; i < 9; ++i)
+  for (int i = 0; i < int(std::size(kNames)); ++i)
     if (name == kNames[i]) {
       d = DType(i);
       return true;
@@ -138,6 +140,10 @@ std::string terra::rt::formatTensor(const Tensor &t, int64_t limit) {
     case DType::I8:
       std::snprintf(buf, sizeof buf, "%d",
                     int(static_cast<int8_t *>(c.data)[i]));
+      break;
+    case DType::U8:
+      std::snprintf(buf, sizeof buf, "%d",
+                    int(static_cast<uint8_t *>(c.data)[i]));
       break;
     default:
       std::snprintf(buf, sizeof buf, "?");

@@ -95,6 +95,8 @@ py::dtype numpyDtype(DType d) {
   case DType::I16: return py::dtype("int16");
   case DType::I8: return py::dtype("int8");
   case DType::I1: return py::dtype("bool");
+  case DType::U8:
+    return py::dtype("uint8");
   case DType::BF16: break;
   }
   throw py::type_error("bf16 tensors cannot cross to numpy");
@@ -159,6 +161,8 @@ DLDataType dlDataType(DType d) {
     return {0, 8, 1};
   case DType::I1:
     return {1, 8, 1}; // as uint8: see Run::fetch
+  case DType::U8:
+    return {1, 8, 1};
   }
   return {2, 32, 1};
 }

@@ -29,6 +29,7 @@ _MLIR_DTYPES = {
     torch.int32: "i32",
     torch.bool: "i1",
     torch.int8: "i8",
+    torch.uint8: "ui8",
 }
 
 

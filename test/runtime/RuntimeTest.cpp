@@ -614,6 +614,54 @@ module {
       << done->error;
 }
 
+// torch.uint8 values cross every boundary unchanged: a feed, a host op's
+// argument and result (cuDNN's batch-norm reserve on CUDA), and fetches.
+TEST_F(GraphTest, Uint8ValuesCrossFeedsHostOpsAndFetches) {
+  const char *text = R"mlir(
+module {
+  terra.graph @g {
+    %x = terra.feed 1 : tensor<3xui8>
+    %h = terra.op "test.host_invert"(%x) : (tensor<3xui8>) -> tensor<3xui8>
+    terra.fetch 0 %h : tensor<3xui8>
+    terra.fetch 1 %x : tensor<3xui8>
+  }
+})mlir";
+  auto g = compile(text);
+  ASSERT_TRUE(g);
+  GraphRunner runner(*g);
+  auto run = std::make_shared<RunState>();
+  run->hostOps = [](int64_t, const std::vector<Tensor> &in,
+                    std::vector<Tensor> &out, std::string &err) {
+    if (in.size() != 1 || in[0].dtype != DType::U8) {
+      err = "expected one ui8 argument";
+      return false;
+    }
+    Tensor r = Tensor::empty(DType::U8, in[0].sizes);
+    for (int64_t i = 0; i < r.numel(); ++i)
+      static_cast<uint8_t *>(r.data)[i] =
+          255 - static_cast<const uint8_t *>(in[0].data)[i];
+    out.push_back(r);
+    return true;
+  };
+  Tensor x = Tensor::empty(DType::U8, {3});
+  const uint8_t values[] = {0, 200, 255};
+  std::memcpy(x.data, values, 3);
+  run->channels.sendFeed(1, x);
+  runner.start(run);
+  auto done = runner.wait();
+  ASSERT_EQ(done->status, RunState::Status::Ok) << done->error;
+  Tensor inverted, same;
+  ASSERT_TRUE(done->channels.waitFetch(0, 1, inverted));
+  ASSERT_TRUE(done->channels.waitFetch(1, 1, same));
+  ASSERT_EQ(inverted.dtype, DType::U8);
+  EXPECT_EQ(static_cast<uint8_t *>(inverted.data)[1], 55);
+  EXPECT_EQ(static_cast<uint8_t *>(same.data)[1], 200);
+  DType parsed;
+  ASSERT_TRUE(parseDType("ui8", parsed));
+  EXPECT_EQ(parsed, DType::U8);
+  EXPECT_STREQ(dtypeName(DType::U8), "ui8");
+}
+
 TEST_F(GraphTest, FailedRuntimeGuardEndsTheRunWithItsMessage) {
   const char *text = R"mlir(
 module {

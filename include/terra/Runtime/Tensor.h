@@ -12,7 +12,18 @@ namespace terra::rt {
 
 /// Element types of tensors crossing the host/graph boundary. Names match
 /// the MLIR element types used in runtime entry point names.
-enum class DType : uint8_t { F32, F64, F16, BF16, I64, I32, I16, I8, I1 };
+enum class DType : uint8_t {
+  F32,
+  F64,
+  F16,
+  BF16,
+  I64,
+  I32,
+  I16,
+  I8,
+  I1,
+  U8, // torch.uint8 (cuDNN's batch-norm reserve, image data)
+};
 
 size_t dtypeSize(DType dtype);
 const char *dtypeName(DType dtype);

@@ -48,6 +48,21 @@ struct DLOpLowering : public OpRewritePattern<DLOp> {
     LowerFn fn = registry.lookup(op.getName());
     if (!fn)
       return rewriter.notifyMatchFailure(op, "no lowering for this op");
+    // The lowerings build signless arithmetic with PyTorch's signed integer
+    // semantics (sitofp, signed division and comparisons); an unsigned
+    // operand or result (torch.uint8) keeps the op on the host, where
+    // PyTorch computes it, rather than reinterpreting 200 as -56. An empty
+    // one holds no values (cuDNN batch norm's reserve space).
+    auto isUnsigned = [](Type t) {
+      auto shaped = dyn_cast<ShapedType>(t);
+      auto i = dyn_cast<IntegerType>(shaped ? shaped.getElementType() : t);
+      bool empty =
+          shaped && shaped.hasStaticShape() && shaped.getNumElements() == 0;
+      return i && i.isUnsigned() && !empty;
+    };
+    if (llvm::any_of(op->getOperandTypes(), isUnsigned) ||
+        llvm::any_of(op->getResultTypes(), isUnsigned))
+      return rewriter.notifyMatchFailure(op, "unsigned integer tensor");
     // A lowering may build ops before deciding it cannot handle the op;
     // roll those back so a failure leaves the IR untouched.
     // Shape operands are read only through symbolic sizes (sizeValue).

@@ -57,6 +57,22 @@ terra.graph @int_sqrt_stays {
 
 // -----
 
+// Unsigned tensors (torch.uint8) stay for host callbacks: the lowerings'
+// signless arithmetic has signed semantics (200 would convert to -56.0).
+// CHECK-LABEL: terra.graph @uint8_stays
+// CHECK:         terra.op "aten._to_copy"
+// CHECK:         terra.op "aten.bitwise_xor.Tensor"
+// CHECK-NOT:     linalg.generic
+terra.graph @uint8_stays {
+  %a = terra.feed 1 : tensor<5xui8>
+  %f = terra.op "aten._to_copy"(%a) {dtype = "f32"} : (tensor<5xui8>) -> tensor<5xf32>
+  %x = terra.op "aten.bitwise_xor.Tensor"(%a, %a) : (tensor<5xui8>, tensor<5xui8>) -> tensor<5xui8>
+  terra.fetch 0 %f : tensor<5xf32>
+  terra.fetch 1 %x : tensor<5xui8>
+}
+
+// -----
+
 // clamp: a None bound is absent; maximumf then minimumf keep NaN inputs NaN.
 // CHECK-LABEL: terra.graph @clamp_bounds
 // CHECK:         linalg.generic
