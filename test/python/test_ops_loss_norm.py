@@ -5,10 +5,11 @@ path, forward and backward.
 Optional tensors follow the lowering's convention (bind_schema in
 oprunner.py): a None `Tensor?` is no operand and is recorded as
 `name = unit`; a masked gradient (output_mask False) is no result."""
+import numpy as np
 import pytest
 import torch
 
-from oprunner import check_op, check_schema_op
+from oprunner import check_op, check_schema_op, run_op
 
 torch.manual_seed(0)
 
@@ -245,6 +246,41 @@ def test_native_batch_norm_backward(shape, weighted, train):
         save_mean = save_invstd = None
     check_schema_op("aten.native_batch_norm_backward", rand(*shape), x, w, rm, rv, save_mean,
                     save_invstd, train, 1e-5, [True, True, True], **TOL)
+
+
+# cuDNN's batch norm (what torch runs on CUDA) computes native_batch_norm's
+# values: save_var is the inverse standard deviation, and the reserve space
+# is empty (a torch.uint8 tensor of size 0). torch on the CPU has no cuDNN,
+# so the expected values come from native_batch_norm.
+CUDNN_BN_ARGS = {"exponential_average_factor": 0.3, "epsilon": 1e-5}
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (2, 3, 4, 4)])
+@pytest.mark.parametrize("training", [True, False])
+def test_cudnn_batch_norm_is_native_batch_norm(shape, training):
+    x = rand(*shape) * 2 + 0.5
+    c = shape[1]
+    w, b, rm, rv = rand(c), rand(c), rand(c), rand(c).abs() + 0.5
+    new_rm, new_rv = rm.clone(), rv.clone()
+    out, save_mean, save_invstd = torch.ops.aten.native_batch_norm(x, w, b, new_rm, new_rv, training, 0.3, 1e-5)
+    reserve = torch.empty(0, dtype=torch.uint8)
+    expected = [out, save_mean, save_invstd, reserve, new_rm, new_rv]
+    got = run_op("aten.cudnn_batch_norm", [x, w, b, rm, rv], dict(CUDNN_BN_ARGS, training=training), expected)
+    assert got[3].dtype == np.uint8 and got[3].shape == (0,)
+    for i in (0, 1, 2, 4, 5):
+        np.testing.assert_allclose(got[i], expected[i].numpy(), err_msg=f"result {i}", **TOL)
+
+
+def test_cudnn_batch_norm_backward_is_native_batch_norm_backward():
+    x, dy, w = rand(2, 3, 4, 4), rand(2, 3, 4, 4), rand(3)
+    rm, rv = rand(3), rand(3).abs() + 0.5
+    _, sm, si = torch.ops.aten.native_batch_norm(x, w, None, None, None, True, 0.1, 1e-5)
+    expected = torch.ops.aten.native_batch_norm_backward(dy, x, w, rm, rv, sm, si, True, 1e-5, [True] * 3)
+    reserve = torch.empty(0, dtype=torch.uint8)
+    got = run_op("aten.cudnn_batch_norm_backward", [x, dy, w, rm, rv, sm, si, reserve],
+                 {"epsilon": 1e-5}, list(expected))
+    for i, e in enumerate(expected):
+        np.testing.assert_allclose(got[i], e.numpy(), err_msg=f"gradient {i}", **TOL)
 
 
 @pytest.mark.parametrize("mask", [[True, False, False], [False, True, True], [True, False, True]])

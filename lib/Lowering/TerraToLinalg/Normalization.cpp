@@ -336,21 +336,44 @@ SmallVector<bool> channelMask(int64_t rank) {
   return mask;
 }
 
+/// How one batch-norm forward op spells its parameters and results.
+struct BatchNormForm {
+  /// The momentum and eps args.
+  StringRef momentum, eps;
+  /// Whether weight and bias are required tensors (cuDNN's) or optional.
+  bool affineRequired;
+  /// Whether result 3 is cuDNN's reserve space (torch.uint8): lowered only
+  /// when it is empty, as for the spatial batch norm cuDNN runs for
+  /// PyTorch; the functional running stats then follow as results 4 and 5.
+  bool reserve;
+};
+
 /// native_batch_norm(input, weight?, bias?, running_mean?, running_var?,
 /// training, momentum, eps) -> (out, save_mean, save_invstd
-/// [, running_mean', running_var']).
-LogicalResult lowerBatchNorm(DLOp op, ValueRange o, PatternRewriter &rw) {
-  std::optional<SmallVector<Value>> p = matchTensorParams(
-      op, o,
-      {{"input", false},
-       {"weight", true},
-       {"bias", true},
-       {"running_mean", true},
-       {"running_var", true}});
+/// [, running_mean', running_var']), and cudnn_batch_norm (input, weight,
+/// bias, running_mean?, running_var?, training, exponential_average_factor,
+/// epsilon) -> (out, save_mean, save_var, reserve [, running_mean',
+/// running_var']), whose save_var is the same inverse standard deviation.
+LogicalResult lowerBatchNormForm(DLOp op, ValueRange o, PatternRewriter &rw,
+                                 const BatchNormForm &form) {
+  bool optionalAffine = !form.affineRequired;
+  std::optional<SmallVector<Value>> p =
+      matchTensorParams(op, o,
+                        {{"input", false},
+                         {"weight", optionalAffine},
+                         {"bias", optionalAffine},
+                         {"running_mean", true},
+                         {"running_var", true}});
   unsigned nres = op.getNumResults();
+  unsigned first = form.reserve ? 4 : 3; // the running stats' first result
   std::optional<bool> training = getBoolArg(op, "training");
-  if (!p || (nres != 3 && nres != 5) || !training)
+  if (!p || (nres != first && nres != first + 2) || !training)
     return failure();
+  if (form.reserve) {
+    auto reserveT = dyn_cast<RankedTensorType>(resultType(op, 3));
+    if (!reserveT || reserveT.getRank() != 1 || reserveT.getDimSize(0) != 0)
+      return failure();
+  }
   Value x = (*p)[0], w = (*p)[1], bias = (*p)[2], rm = (*p)[3], rv = (*p)[4];
   RankedTensorType in = tensorType(x);
   Type et = in.getElementType();
@@ -364,14 +387,15 @@ LogicalResult lowerBatchNorm(DLOp op, ValueRange o, PatternRewriter &rw) {
       !isCastCompatible(in, resultType(op, 0)))
     return failure();
   // Eval needs the running stats; the functional update needs them too.
-  if ((!*training || nres == 5) && (!rm || !rv))
+  bool functional = nres == first + 2;
+  if ((!*training || functional) && (!rm || !rv))
     return failure();
   RankedTensorType emptyT = RankedTensorType::get({0}, et);
   RankedTensorType saveT = *training ? chanT : emptyT;
   if (!isCastCompatible(saveT, resultType(op, 1)) ||
       !isCastCompatible(saveT, resultType(op, 2)))
     return failure();
-  for (unsigned i = 3; i < nres; ++i)
+  for (unsigned i = first; i < nres; ++i)
     if (!isCastCompatible(chanT, resultType(op, i)))
       return failure();
 
@@ -381,11 +405,14 @@ LogicalResult lowerBatchNorm(DLOp op, ValueRange o, PatternRewriter &rw) {
   AffineMap id = rw.getMultiDimIdentityMap(rank);
   AffineMap chan = reducedMap(ctx, mask, false);
   AffineMap chanId = rw.getMultiDimIdentityMap(1);
-  Value eps = cst(rw, loc, et, getFloatArg(op, "eps").value_or(1e-5));
+  Value eps = cst(rw, loc, et, getFloatArg(op, form.eps).value_or(1e-5));
   Value zero = cst(rw, loc, et, 0.0);
 
   Value mean, invstd;
   SmallVector<Value> results(nres);
+  if (form.reserve)
+    results[3] = tensor::EmptyOp::create(
+        rw, loc, cast<RankedTensorType>(resultType(op, 3)), ValueRange{});
   if (*training) {
     Value count = countElements(rw, loc, x, mask, et);
     Value sum = buildGeneric(
@@ -412,8 +439,8 @@ LogicalResult lowerBatchNorm(DLOp op, ValueRange o, PatternRewriter &rw) {
                        });
     results[1] = castWithGuards(rw, loc, mean, resultType(op, 1));
     results[2] = castWithGuards(rw, loc, invstd, resultType(op, 2));
-    if (nres == 5) {
-      double momentum = getFloatArg(op, "momentum").value_or(0.1);
+    if (functional) {
+      double momentum = getFloatArg(op, form.momentum).value_or(0.1);
       Value mom = cst(rw, loc, et, momentum);
       Value keep = cst(rw, loc, et, 1.0 - momentum);
       Value newMean = pointwise(
@@ -433,8 +460,9 @@ LogicalResult lowerBatchNorm(DLOp op, ValueRange o, PatternRewriter &rw) {
                 b, l, arith::MulFOp::create(b, l, mom, unbiased),
                 arith::MulFOp::create(b, l, keep, a[1]));
           });
-      results[3] = castWithGuards(rw, loc, newMean, resultType(op, 3));
-      results[4] = castWithGuards(rw, loc, newVar, resultType(op, 4));
+      results[first] = castWithGuards(rw, loc, newMean, resultType(op, first));
+      results[first + 1] =
+          castWithGuards(rw, loc, newVar, resultType(op, first + 1));
     }
   } else {
     mean = rm;
@@ -445,9 +473,10 @@ LogicalResult lowerBatchNorm(DLOp op, ValueRange o, PatternRewriter &rw) {
     Value empty = tensor::EmptyOp::create(rw, loc, emptyT, ValueRange{});
     results[1] = castWithGuards(rw, loc, empty, resultType(op, 1));
     results[2] = castWithGuards(rw, loc, empty, resultType(op, 2));
-    if (nres == 5) {
-      results[3] = castWithGuards(rw, loc, rm, resultType(op, 3));
-      results[4] = castWithGuards(rw, loc, rv, resultType(op, 4));
+    if (functional) {
+      results[first] = castWithGuards(rw, loc, rm, resultType(op, first));
+      results[first + 1] =
+          castWithGuards(rw, loc, rv, resultType(op, first + 1));
     }
   }
 
@@ -478,6 +507,15 @@ LogicalResult lowerBatchNorm(DLOp op, ValueRange o, PatternRewriter &rw) {
   return success();
 }
 
+LogicalResult lowerBatchNorm(DLOp op, ValueRange o, PatternRewriter &rw) {
+  return lowerBatchNormForm(op, o, rw, {"momentum", "eps", false, false});
+}
+
+LogicalResult lowerCudnnBatchNorm(DLOp op, ValueRange o, PatternRewriter &rw) {
+  return lowerBatchNormForm(
+      op, o, rw, {"exponential_average_factor", "epsilon", true, true});
+}
+
 /// native_batch_norm_backward(grad_out, input, weight?, running_mean?,
 /// running_var?, save_mean?, save_invstd?, train, eps, output_mask):
 /// with mean/invstd the saved batch stats (train) or the running stats
@@ -486,24 +524,17 @@ LogicalResult lowerBatchNorm(DLOp op, ValueRange o, PatternRewriter &rw) {
 ///                       * invstd * weight
 ///   eval:  grad_input = dy * invstd * weight
 ///   grad_weight = dotp * invstd, grad_bias = sum_g.
-LogicalResult lowerBatchNormBackward(DLOp op, ValueRange o,
-                                     PatternRewriter &rw) {
-  std::optional<SmallVector<Value>> p = matchTensorParams(
-      op, o,
-      {{"grad_out", false},
-       {"input", false},
-       {"weight", true},
-       {"running_mean", true},
-       {"running_var", true},
-       {"save_mean", true},
-       {"save_invstd", true}});
+/// The batch-norm backward of both forms, from its operands: `stats` are
+/// running_mean, running_var, save_mean and save_invstd (each may be null).
+LogicalResult lowerBatchNormBackwardOf(DLOp op, PatternRewriter &rw, Value dy,
+                                       Value x, Value w, ArrayRef<Value> stats,
+                                       std::optional<bool> train,
+                                       StringRef epsName) {
   std::optional<SmallVector<int>> res = gradientResults(op);
-  std::optional<bool> train = getBoolArg(op, "train");
-  if (!p || !res || !train)
+  if (!res || !train)
     return failure();
-  Value dy = (*p)[0], x = (*p)[1], w = (*p)[2];
-  Value meanIn = *train ? (*p)[5] : (*p)[3];
-  Value varIn = *train ? (*p)[6] : (*p)[4]; // invstd when training.
+  Value meanIn = *train ? stats[2] : stats[0];
+  Value varIn = *train ? stats[3] : stats[1]; // invstd when training.
   RankedTensorType in = tensorType(x);
   Type et = in.getElementType();
   if (in.getRank() < 2 || !isWideFloat(et) || !meanIn || !varIn)
@@ -533,7 +564,7 @@ LogicalResult lowerBatchNormBackward(DLOp op, ValueRange o,
   Value zero = cst(rw, loc, et, 0.0);
   Value invstd = varIn;
   if (!*train) {
-    Value eps = cst(rw, loc, et, getFloatArg(op, "eps").value_or(1e-5));
+    Value eps = cst(rw, loc, et, getFloatArg(op, epsName).value_or(1e-5));
     invstd = pointwise(rw, loc, varIn, varIn, {chanId}, chanT,
                        [&](OpBuilder &b, Location l, ValueRange a) -> Value {
                          return rsqrtEps(b, l, a[0], eps);
@@ -629,6 +660,49 @@ LogicalResult lowerBatchNormBackward(DLOp op, ValueRange o,
   return success();
 }
 
+LogicalResult lowerBatchNormBackward(DLOp op, ValueRange o,
+                                     PatternRewriter &rw) {
+  std::optional<SmallVector<Value>> p =
+      matchTensorParams(op, o,
+                        {{"grad_out", false},
+                         {"input", false},
+                         {"weight", true},
+                         {"running_mean", true},
+                         {"running_var", true},
+                         {"save_mean", true},
+                         {"save_invstd", true}});
+  if (!p)
+    return failure();
+  return lowerBatchNormBackwardOf(op, rw, (*p)[0], (*p)[1], (*p)[2],
+                                  ArrayRef<Value>(*p).drop_front(3),
+                                  getBoolArg(op, "train"), "eps");
+}
+
+/// cudnn_batch_norm_backward(input, grad_output, weight, running_mean?,
+/// running_var?, save_mean?, save_var?, epsilon, reserveSpace): cuDNN's
+/// backward is a training one; the (empty) reserve is not read.
+LogicalResult lowerCudnnBatchNormBackward(DLOp op, ValueRange o,
+                                          PatternRewriter &rw) {
+  std::optional<SmallVector<Value>> p =
+      matchTensorParams(op, o,
+                        {{"input", false},
+                         {"grad_output", false},
+                         {"weight", false},
+                         {"running_mean", true},
+                         {"running_var", true},
+                         {"save_mean", true},
+                         {"save_var", true},
+                         {"reserveSpace", false}});
+  if (!p || op.getNumResults() != 3)
+    return failure();
+  auto reserveT = dyn_cast<RankedTensorType>((*p)[7].getType());
+  if (!reserveT || reserveT.getRank() != 1 || reserveT.getDimSize(0) != 0)
+    return failure();
+  return lowerBatchNormBackwardOf(op, rw, (*p)[1], (*p)[0], (*p)[2],
+                                  ArrayRef<Value>(*p).slice(3, 4), true,
+                                  "epsilon");
+}
+
 void addDefault(LoweringRegistry &r, StringRef name, LowerFn fn) {
   r.add(name, fn);
   r.add((name + ".default").str(), fn);
@@ -641,4 +715,6 @@ void terra::populateNormalizationLowerings(LoweringRegistry &r) {
   addDefault(r, "aten.native_layer_norm_backward", lowerLayerNormBackward);
   addDefault(r, "aten.native_batch_norm", lowerBatchNorm);
   addDefault(r, "aten.native_batch_norm_backward", lowerBatchNormBackward);
+  addDefault(r, "aten.cudnn_batch_norm", lowerCudnnBatchNorm);
+  addDefault(r, "aten.cudnn_batch_norm_backward", lowerCudnnBatchNormBackward);
 }

@@ -176,3 +176,36 @@ terra.graph @unsupported_stay {
   terra.fetch 0 %r#0 : tensor<4x3xf32>
   terra.fetch 1 %l#0 : tensor<4x3xf32>
 }
+
+// -----
+
+// cuDNN's batch norm (torch on CUDA) lowers like native_batch_norm: the
+// reserve space is empty, so its torch.uint8 type does not keep the op on
+// the host; the running stats follow it as results 4 and 5.
+// CHECK-LABEL: terra.graph @cudnn_batch_norm
+// CHECK-NOT:     terra.op
+// CHECK:         terra.fetch 1
+terra.graph @cudnn_batch_norm {
+  %x = terra.feed 1 : tensor<4x3xf32>
+  %w = terra.feed 2 : tensor<3xf32>
+  %b = terra.feed 3 : tensor<3xf32>
+  %rm = terra.feed 4 : tensor<3xf32>
+  %rv = terra.feed 5 : tensor<3xf32>
+  %dy = terra.feed 6 : tensor<4x3xf32>
+  %o:6 = terra.op "aten.cudnn_batch_norm"(%x, %w, %b, %rm, %rv) args {training = true, exponential_average_factor = 1.0e-01 : f64, epsilon = 1.0e-05 : f64} : (tensor<4x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<4x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<0xui8>, tensor<3xf32>, tensor<3xf32>)
+  %g:3 = terra.op "aten.cudnn_batch_norm_backward"(%x, %dy, %w, %rm, %rv, %o#1, %o#2, %o#3) args {epsilon = 1.0e-05 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<0xui8>) -> (tensor<4x3xf32>, tensor<3xf32>, tensor<3xf32>)
+  terra.fetch 0 %o#0 : tensor<4x3xf32>
+  terra.fetch 1 %g#0 : tensor<4x3xf32>
+}
+
+// -----
+
+// A reserve space that is not empty keeps cuDNN's ops on the host.
+// CHECK-LABEL: terra.graph @cudnn_batch_norm_reserved
+// CHECK:         terra.op "aten.cudnn_batch_norm"
+terra.graph @cudnn_batch_norm_reserved {
+  %x = terra.feed 1 : tensor<4x3xf32>
+  %w = terra.feed 2 : tensor<3xf32>
+  %o:4 = terra.op "aten.cudnn_batch_norm"(%x, %w, %w, %w, %w) args {training = true, exponential_average_factor = 1.0e-01 : f64, epsilon = 1.0e-05 : f64} : (tensor<4x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<4x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<16xui8>)
+  terra.fetch 0 %o#0 : tensor<4x3xf32>
+}
