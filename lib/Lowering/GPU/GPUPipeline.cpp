@@ -8,7 +8,8 @@
 //   buffers:  GEMMs -> cuBLAS (terra-library-calls{backend=cuda}),
 //             ownership-based deallocation,
 //             every other linalg op -> one gpu.launch (terra-linalg-to-gpu)
-//   kernels:  outlining, NVVM target (chip/features), gpu -> NVVM
+//   kernels:  outlining into one gpu.module, NVVM target (chip/features),
+//             gpu -> NVVM
 //   host:     memref/math/scf/func -> LLVM, gpu.launch_func -> mgpu* calls
 //   binary:   gpu-module-to-binary (PTX by default, cubin/fatbin with ptxas)
 //
@@ -58,6 +59,8 @@ void terra::buildGPULoweringPipeline(OpPassManager &pm,
   pm.addPass(createTerraCanonicalizer());
   pm.addPass(createCSEPass());
   pm.addPass(createGpuKernelOutliningPass());
+  // One module for all kernels: one NVPTX compile and one load per graph.
+  pm.addPass(createTerraGPUMergeModules());
   // The dealloc helper's arrays are the host's: stack, not device memory.
   pm.addPass(createTerraGPUHostScratch());
 

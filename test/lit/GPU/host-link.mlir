@@ -29,14 +29,14 @@
 // MISSING: {{^free$}}
 // MISSING-NOT: {{.}}
 
-// IR: @llvm.global_ctors = appending global {{.*}} @step_kernel_load
+// IR: @llvm.global_ctors = appending global {{.*}} @terra_kernels_load
 // IR: define private void @terra_cuda_matmul_f32(
 // IR:   call void @_mlir_ciface_terra_cuda_matmul_f32(
 // IR: define void @step()
 // IR:   call void @mgpuLaunchKernel(
 // IR:   call void @terra_cuda_matmul_f32(
-// IR: define internal void @step_kernel_load()
-// IR:   call ptr @mgpuModuleLoadJIT(ptr @step_kernel_binary, i32 3)
+// IR: define internal void @terra_kernels_load()
+// IR:   call ptr @mgpuModuleLoadJIT(ptr @terra_kernels_binary, i32 3)
 module {
   terra.graph @step {
     %x = terra.feed 1 : tensor<?x64xf32>

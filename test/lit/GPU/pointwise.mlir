@@ -7,7 +7,7 @@
 // CHECK-LABEL: llvm.func @step()
 // CHECK:         llvm.call @terra_rt_feed_f32
 // CHECK:         llvm.call @_mlir_memref_to_llvm_alloc
-// CHECK:         gpu.launch_func @[[MOD:step_kernel[_0-9]*]]::@[[FN:step_kernel[_0-9]*]] blocks in (%{{.*}}, %{{.*}}, %{{.*}}) threads in (%[[T:.*]], %{{.*}}, %{{.*}})
+// CHECK:         gpu.launch_func @[[MOD:terra_kernels]]::@[[FN:step_kernel[_0-9]*]] blocks in (%{{.*}}, %{{.*}}, %{{.*}}) threads in (%[[T:.*]], %{{.*}}, %{{.*}})
 // CHECK-NOT:     gpu.launch_func
 // CHECK:         llvm.call @terra_rt_fetch_f32
 // CHECK:       gpu.binary @[[MOD]] [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80"

@@ -2,45 +2,34 @@
 // the outer dim, a full reduction (both split across threads when their
 // run-time size is large: two kernels more each) and a linear layer (its
 // matmul goes to cuBLAS; its operand copies, bias add and relu are
-// kernels) is valid PTX for the CUDA 13 assembler, for sm_90 and sm_80.
+// kernels) is valid PTX for the CUDA 13 assembler, for sm_90 and sm_80,
+// as one module.
 // REQUIRES: ptxas
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: terra-opt %s -terra-gpu-pipeline -o %t/sm90.mlir
 // RUN: terra-translate --gpu-binary-to-ptx --gpu-ptx-dir=%t/sm90 %t/sm90.mlir | FileCheck %s --check-prefix=FILES
-// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel.ptx -o %t/k.cubin
-// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_0.ptx -o %t/k.cubin
-// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_1.ptx -o %t/k.cubin
-// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_2.ptx -o %t/k.cubin
-// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_3.ptx -o %t/k.cubin
-// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_4.ptx -o %t/k.cubin
-// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_5.ptx -o %t/k.cubin
-// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_6.ptx -o %t/k.cubin
-// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_7.ptx -o %t/k.cubin
-// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_8.ptx -o %t/k.cubin
-// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_9.ptx -o %t/k.cubin
-// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_10.ptx -o %t/k.cubin
-// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_11.ptx -o %t/k.cubin
-// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_12.ptx -o %t/k.cubin
-// RUN: %ptxas -arch=sm_90 %t/sm90/step_kernel_13.ptx -o %t/k.cubin
+// RUN: %ptxas -arch=sm_90 %t/sm90/terra_kernels.ptx -o %t/k.cubin
 // RUN: terra-opt %s -terra-gpu-pipeline="chip=sm_80" -o %t/sm80.mlir
 // RUN: terra-translate --gpu-binary-to-ptx --gpu-ptx-dir=%t/sm80 %t/sm80.mlir
-// RUN: %ptxas -arch=sm_80 %t/sm80/step_kernel.ptx -o %t/k.cubin
-// RUN: %ptxas -arch=sm_80 %t/sm80/step_kernel_13.ptx -o %t/k.cubin
+// RUN: %ptxas -arch=sm_80 %t/sm80/terra_kernels.ptx -o %t/k.cubin
 // A PTX module for sm_90 is rejected for sm_80, so the checks above mean
 // something:
-// RUN: not %ptxas -arch=sm_80 %t/sm90/step_kernel.ptx -o %t/k.cubin
+// RUN: not %ptxas -arch=sm_80 %t/sm90/terra_kernels.ptx -o %t/k.cubin
 // The whole-module listing, and cubin output through the toolkit's ptxas:
 // RUN: terra-translate --gpu-binary-to-ptx %t/sm90.mlir | FileCheck %s --check-prefix=PTX
 // RUN: terra-opt %s -terra-gpu-pipeline="format=bin" | FileCheck %s --check-prefix=BIN
 // RUN: terra-opt %s -terra-gpu-pipeline="format=bin" | not terra-translate --gpu-binary-to-ptx 2>&1 | FileCheck %s --check-prefix=NOPTX
 
-// FILES: sm90/step_kernel.ptx
-// FILES: sm90/step_kernel_13.ptx
-// FILES-NOT: step_kernel_14
-// PTX: // gpu.binary @step_kernel
+// All kernels are in one module (-terra-gpu-merge-modules), named after
+// the modules the outliner made.
+// FILES: sm90/terra_kernels.ptx
+// FILES-NOT: .ptx
+// PTX: // gpu.binary @terra_kernels
 // PTX: .target sm_90
 // PTX: .visible .entry step_kernel(
-// BIN: gpu.binary @step_kernel  [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80"{{.*}} bin = "
+// PTX: .visible .entry step_kernel_13(
+// PTX-NOT: .entry
+// BIN: gpu.binary @terra_kernels  [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80"{{.*}} bin = "
 // NOPTX: holds a binary object, not PTX
 module {
   terra.graph @step {
