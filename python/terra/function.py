@@ -530,6 +530,16 @@ class TerraFunction:
         if error is not None:
             self._go_eager(f"compiling the graph failed:\n{error}")
             return
+        # An op the graph leaves to the host must have a way to run there:
+        # an op the front end made itself (a relaxed scalar's tensor form,
+        # relax.py) has none and must be lowered. Said now, not as a graph
+        # failure at every step.
+        missing = sorted({name for name, args in graph.host_ops if (name, args) not in self.host_calls})
+        if missing:
+            self._go_eager("compiling the graph failed: the graph leaves " + ", ".join(missing) +
+                           " to the host, which has no implementation recorded for that form"
+                           " (an op rewritten to take a relaxed scalar has no lowering)")
+            return
         keep_stages = stages is not None
         self.graph = graph
         self.stages = dict(stages) if keep_stages else self.stages
@@ -590,6 +600,8 @@ class TerraFunction:
         operand_tensors = list(tensors)  # symbolic sizes refer to these
         pos: list = []
         kw: dict = {}
+        written_args = {aname for _, aname, _, _, writes in tracing.op_info(func).args if writes}
+        written: list = []
         for arg_name, kwarg_only, kind, value in recipe:
             if kind == "t":
                 v = tensors.pop(0)
@@ -597,6 +609,8 @@ class TerraFunction:
                 v, tensors = tensors[:value], tensors[value:]
             else:
                 v = sizes.resolve(value, operand_tensors)
+            if arg_name in written_args and kind in ("t", "tl"):
+                written += [v] if kind == "t" else v
             if kwarg_only:
                 kw[arg_name] = v
             else:
@@ -608,6 +622,11 @@ class TerraFunction:
                 out = pos[0].reshape(pos[1])
             else:
                 out = func(*pos, **kw)
+        if out is None or (isinstance(out, (tuple, list)) and not out):
+            # An in-place op that returns nothing (torch 2.x's
+            # `_foreach_add_.Tensor`): its results are the tensors it wrote,
+            # as the tracer recorded them (Tracer._record).
+            out = written
         outs = [out] if isinstance(out, torch.Tensor) else [t for t in out if isinstance(t, torch.Tensor)]
         specs = []
         for t in outs:

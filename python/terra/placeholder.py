@@ -45,9 +45,16 @@ DEVICE = torch.device("cpu")
 def set_device(device: str) -> None:
     """Makes placeholders on `device` from now on (the native replay too)."""
     global DEVICE
-    if DEVICE == torch.device(device):
+    want = torch.device(device)
+    if want.type == "cuda" and want.index is None:
+        # Graphs run on device 0, where the program's tensors are (cuda:0).
+        # An index-less device would not do: the autograd engine asserts
+        # a device index when a backward reaches a placeholder (found on an
+        # H100, session 19: "device_ready_queues_" INTERNAL ASSERT).
+        want = torch.device("cuda", 0)
+    if DEVICE == want:
         return
-    DEVICE = torch.device(device)
+    DEVICE = want
     try:
         from . import native  # noqa: PLC0415 - built with the front end
         module = native.load()

@@ -187,3 +187,16 @@ def test_state_moved_where_the_graph_cannot_read_it_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match=r"state \d+: a tensor on meta cannot be read by a graph "
                                          r"that runs on cpu"):
         fn(torch.randn(3, 4))
+
+
+def test_cuda_placeholders_carry_device_index_0() -> None:
+    """Placeholders of a CUDA step are on cuda:0, never index-less "cuda":
+    the autograd engine asserts a device index when a backward reaches one
+    (torch 2.11 on an H100: "device_ready_queues_" INTERNAL ASSERT)."""
+    from terra import placeholder
+    try:
+        placeholder.set_device("cuda")
+        assert placeholder.DEVICE == torch.device("cuda", 0)
+    finally:
+        placeholder.set_device("cpu")
+    assert placeholder.DEVICE == torch.device("cpu")

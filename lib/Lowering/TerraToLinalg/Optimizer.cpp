@@ -314,6 +314,57 @@ template <SpecFn Spec, bool ScalarList = false>
 LogicalResult foreachOp(DLOp op, ValueRange o, PatternRewriter &rw) {
   return lowerForeach(op, o, rw, Spec(), ScalarList);
 }
+/// `_foreach_<op>.Tensor` (torch 2.x): element OP alpha * other for every
+/// element, `other` one 0-d tensor shared by all (torch 2.x's Adam adds
+/// `torch.tensor(1.0)` to its step counters, clip_grad_norm_ multiplies by
+/// a 0-d clip coefficient); alpha for add/sub only, from its arg or, when
+/// relaxed (relax.py), one more trailing 0-d operand.
+template <Bin K>
+LogicalResult foreachTensorOp(DLOp op, ValueRange o, PatternRewriter &rw) {
+  unsigned n = op.getNumResults();
+  bool alphaOp = K == Bin::Add || K == Bin::Sub;
+  bool fedAlpha = alphaOp && o.size() == n + 2;
+  if (n == 0 || (o.size() != n + 1 && !fedAlpha))
+    return failure();
+  auto scalarTensor = [](Value v) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    return t && t.getRank() == 0;
+  };
+  if (!scalarTensor(o[n]) || (fedAlpha && !scalarTensor(o[n + 1])))
+    return failure();
+  for (unsigned i = 0; i < n; ++i) {
+    Type et = resultType(op, i).getElementType();
+    if (tensorType(o[i]).getElementType() != et ||
+        (K == Bin::Div && !isFloat(et)))
+      return failure();
+  }
+  Location loc = op.getLoc();
+  Value other = tensor::ExtractOp::create(rw, loc, o[n], ValueRange{});
+  Value alpha = fedAlpha
+                    ? tensor::ExtractOp::create(rw, loc, o[n + 1], ValueRange{})
+                          .getResult()
+                    : Value();
+  SmallVector<Value> results;
+  for (unsigned i = 0; i < n; ++i) {
+    RankedTensorType rt = resultType(op, i);
+    Type et = rt.getElementType();
+    Value s = castScalar(rw, loc, other, et);
+    if (alphaOp) {
+      Value a = alpha ? castScalar(rw, loc, alpha, et)
+                      : scalarFromAttr(rw, loc, getArg(op, "alpha"), et);
+      if (!a)
+        a = scalarConstant(rw, loc, et, 1.0);
+      s = mul(rw, loc, a, s);
+    }
+    results.push_back(
+        buildElementwise(rw, loc, rt, ValueRange{o[i]},
+                         [&](OpBuilder &b, Location l, ValueRange a) {
+                           return binary(b, l, K, a[0], s);
+                         }));
+  }
+  rw.replaceOp(op, results);
+  return success();
+}
 template <LowerFn Fn>
 void addBoth(LoweringRegistry &r, StringRef base, StringRef overload) {
   addBoth(r, base, overload, rollBackOnFailure<Fn>);
@@ -361,6 +412,10 @@ void terra::populateOptimizerLowerings(LoweringRegistry &r) {
                                                    "ScalarList");
   addBoth<foreachOp<scalarListSpec<Bin::Div>, true>>(r, "_foreach_div",
                                                    "ScalarList");
+  addBoth<foreachTensorOp<Bin::Add>>(r, "_foreach_add", "Tensor");
+  addBoth<foreachTensorOp<Bin::Sub>>(r, "_foreach_sub", "Tensor");
+  addBoth<foreachTensorOp<Bin::Mul>>(r, "_foreach_mul", "Tensor");
+  addBoth<foreachTensorOp<Bin::Div>>(r, "_foreach_div", "Tensor");
   addBoth<foreachOp<listSpec<Bin::Add>>>(r, "_foreach_add", "List");
   addBoth<foreachOp<listSpec<Bin::Sub>>>(r, "_foreach_sub", "List");
   addBoth<foreachOp<listSpec<Bin::Mul>>>(r, "_foreach_mul", "List");

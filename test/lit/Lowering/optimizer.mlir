@@ -185,3 +185,55 @@ terra.graph @addcdiv_int_stays {
   %r = terra.op "aten.addcdiv"(%p, %p, %p) : (tensor<4xi64>, tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
   terra.fetch 0 %r : tensor<4xi64>
 }
+
+// -----
+
+// torch 2.x's `.Tensor` overloads: a 0-d `other` shared by every element
+// (Adam's step counters + tensor(1.0), alpha 2 here), cast to each
+// element's type; a fed (relaxed) alpha is one more 0-d operand.
+// CHECK-LABEL: terra.graph @foreach_add_tensor
+// CHECK-DAG:     %[[TWO:.*]] = arith.constant 2.000000e+00 : f32
+// CHECK-DAG:     %[[O:.*]] = tensor.extract %{{.*}}[] : tensor<f64>
+// CHECK:         %[[OF:.*]] = arith.truncf %[[O]] : f64 to f32
+// CHECK:         %[[S:.*]] = arith.mulf %[[OF]], %[[TWO]] : f32
+// CHECK:         linalg.generic
+// CHECK:           arith.addf %{{.*}}, %[[S]] : f32
+// CHECK:         linalg.generic
+// CHECK-LABEL: terra.graph @foreach_mul_tensor_fed
+// CHECK:         %[[C:.*]] = tensor.extract %{{.*}}[] : tensor<f32>
+// CHECK:         linalg.generic
+// CHECK:           arith.mulf %{{.*}}, %[[C]] : f32
+// CHECK-LABEL: terra.graph @foreach_sub_tensor_fed_alpha
+// CHECK:         %[[O2:.*]] = tensor.extract %{{.*}}[] : tensor<f32>
+// CHECK:         %[[A2:.*]] = tensor.extract %{{.*}}[] : tensor<f32>
+// CHECK:         %[[S2:.*]] = arith.mulf %[[A2]], %[[O2]] : f32
+// CHECK:         arith.subf %{{.*}}, %[[S2]] : f32
+// CHECK-LABEL: terra.graph @foreach_add_tensor_not_0d_stays
+// CHECK:         terra.op "aten._foreach_add_.Tensor"
+terra.graph @foreach_add_tensor {
+  %a0 = terra.feed 1 : tensor<f32>
+  %a1 = terra.feed 2 : tensor<f32>
+  %one = terra.feed 3 : tensor<f64>
+  %r:2 = terra.op "aten._foreach_add_.Tensor"(%a0, %a1, %one) args {alpha = 2.0 : f64} : (tensor<f32>, tensor<f32>, tensor<f64>) -> (tensor<f32>, tensor<f32>)
+  terra.fetch 0 %r#0 : tensor<f32>
+  terra.fetch 1 %r#1 : tensor<f32>
+}
+terra.graph @foreach_mul_tensor_fed {
+  %a0 = terra.feed 1 : tensor<3xf32>
+  %c = terra.feed 2 : tensor<f32>
+  %r = terra.op "aten._foreach_mul_.Tensor"(%a0, %c) : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+  terra.fetch 0 %r : tensor<3xf32>
+}
+terra.graph @foreach_sub_tensor_fed_alpha {
+  %a0 = terra.feed 1 : tensor<3xf32>
+  %o = terra.feed 2 : tensor<f32>
+  %alpha = terra.feed 3 : tensor<f32>
+  %r = terra.op "aten._foreach_sub.Tensor"(%a0, %o, %alpha) : (tensor<3xf32>, tensor<f32>, tensor<f32>) -> tensor<3xf32>
+  terra.fetch 0 %r : tensor<3xf32>
+}
+terra.graph @foreach_add_tensor_not_0d_stays {
+  %a0 = terra.feed 1 : tensor<3xf32>
+  %o = terra.feed 2 : tensor<3xf32>
+  %r = terra.op "aten._foreach_add_.Tensor"(%a0, %o) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  terra.fetch 0 %r : tensor<3xf32>
+}
