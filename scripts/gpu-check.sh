@@ -35,7 +35,13 @@ CUBLAS_DIR=$(dirname "$( (ls /usr/local/cuda/lib64/libcublas.so.13* 2>/dev/null;
   python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null |
   xargs -I{} find {} -name 'libcublas.so.13*' 2>/dev/null) | head -1)")
 echo "cublas: $CUBLAS_DIR"
-export LD_LIBRARY_PATH=$PWD/$B/lib:$CUBLAS_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# cuDNN for the graphs' convolutions, likewise (torch's process has it
+# loaded already; terra-run-object needs the path).
+CUDNN_DIR=$(dirname "$( (ls /usr/local/cuda/lib64/libcudnn.so.9* 2>/dev/null;
+  python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null |
+  xargs -I{} find {} -name 'libcudnn.so.9*' 2>/dev/null) | head -1)")
+echo "cudnn: $CUDNN_DIR"
+export LD_LIBRARY_PATH=$PWD/$B/lib:$CUBLAS_DIR:$CUDNN_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 echo "== 0. front end on torch $(python3 -c 'import torch; print(torch.__version__)') (CPU graphs)"
 # The portable module (MLIR/LLVM inside) unpacked where TERRA_BUILD_DIR

@@ -177,8 +177,17 @@ def TerraLibraryConvolutions
     `memref.alloc` returned through `bufferization.to_tensor restrict
     writable`; a zero-filled init makes the call overwrite, any other init
     is copied into the output and accumulated into. Ops that do not match
-    stay linalg and become loops.
+    stay linalg and become loops. With `backend=cuda` (the GPU pipeline)
+    the calls are `terra_cuda_conv2d*` (lib/Runtime/Cuda/Cudnn.cpp,
+    cuDNN), and only problems cuDNN takes as they are become calls: the
+    padding after the input equal to the padding before it (or left to the
+    run: dynamic sizes) and an output the call overwrites (an init to
+    accumulate into would be copied by host code).
   }];
+  let options = [
+    Option<"backend", "backend", "std::string", "\"cpu\"",
+           "Whose entry points to call: cpu (oneDNN) or cuda (cuDNN)">,
+  ];
   let dependentDialects = [
     "mlir::func::FuncDialect", "mlir::memref::MemRefDialect",
     "mlir::arith::ArithDialect", "mlir::tensor::TensorDialect",

@@ -31,6 +31,10 @@
 // init is passed as the bias; any other init is copied into the output
 // first and accumulated into (`overwrite` = 0).
 //
+// With `backend=cuda` (the GPU pipeline) the calls go to the CUDA runtime's
+// cuDNN entry points (lib/Runtime/Cuda/Cudnn.cpp), same ABI, for the
+// problems cuDNN takes as they are (cudnnTakes).
+//
 // Spatial sizes may be dynamic (a pooling whose output size varies between
 // the merged paths, SDPoint): the padding after the input is then left to
 // the entry point, which derives it from the run's sizes (a negative
@@ -437,10 +441,10 @@ Value emptyBias(OpBuilder &b, Location loc, ModuleOp module,
 /// Emits the call for `c` before the current insertion point; returns the
 /// 4-D result tensor.
 Value emitCall(OpBuilder &b, Location loc, SymbolTable &symbols,
-               ModuleOp module, const ConvCall &c) {
+               ModuleOp module, const ConvCall &c, StringRef prefix) {
   Type et = c.outType.getElementType();
   std::string name =
-      ("terra_lib_" + c.routine + "_" + (et.isF32() ? "f32" : "f64")).str();
+      (prefix + c.routine + "_" + (et.isF32() ? "f32" : "f64")).str();
   SmallVector<Value> args{readBuffer(b, loc, c.in0), readBuffer(b, loc, c.in1)};
   if (c.routine == "conv2d") {
     args.push_back(c.bias ? readBuffer(b, loc, c.bias)
@@ -480,6 +484,18 @@ Value emitCall(OpBuilder &b, Location loc, SymbolTable &symbols,
                                            /*writable=*/true);
 }
 
+/// Whether cuDNN takes `c` as it is: symmetric padding (a negative padding
+/// after the input is derived at run time and checked there), and an
+/// output the call overwrites (copying an init into device memory would be
+/// host code).
+bool cudnnTakes(const ConvCall &c) {
+  // params: sh, sw, plh, plw, prh, prw, dh, dw, groups
+  auto symmetric = [&](int low, int high) {
+    return c.params[high] < 0 || c.params[high] == c.params[low];
+  };
+  return !c.init && symmetric(2, 4) && symmetric(3, 5);
+}
+
 /// `r4` in the rank-5 type of `like`, splitting dim `dim` as `like` does.
 Value regroup(OpBuilder &b, Location loc, Value r4, Value like, int64_t dim) {
   SmallVector<ReassociationIndices> groups;
@@ -498,8 +514,16 @@ Value regroup(OpBuilder &b, Location loc, Value r4, Value like, int64_t dim) {
 struct TerraLibraryConvolutionsPass
     : public terra::impl::TerraLibraryConvolutionsBase<
           TerraLibraryConvolutionsPass> {
+  using TerraLibraryConvolutionsBase::TerraLibraryConvolutionsBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (backend != "cpu" && backend != "cuda") {
+      module.emitError("terra-library-convolutions: unknown backend '")
+          << backend << "' (cpu or cuda)";
+      return signalPassFailure();
+    }
+    bool cuda = backend == "cuda";
     SymbolTable symbols(module);
     SmallVector<linalg::LinalgOp> candidates;
     module.walk([&](linalg::LinalgOp op) {
@@ -539,7 +563,10 @@ struct TerraLibraryConvolutionsPass
       // removes it.
       if (!call)
         continue;
-      Value r = emitCall(rw, loc, symbols, module, *call);
+      if (cuda && !cudnnTakes(*call))
+        continue;
+      Value r = emitCall(rw, loc, symbols, module, *call,
+                         cuda ? "terra_cuda_" : "terra_lib_");
       if (groupedDim >= 0)
         r = regroup(rw, loc, r, init, groupedDim);
       rw.replaceOp(op, r);

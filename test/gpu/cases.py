@@ -188,6 +188,36 @@ module {
 """
 
 
+# Convolutions through cuDNN (-terra-library-convolutions{backend=cuda}):
+# a grouped, strided, padded convolution with a bias, its backward (input,
+# weight and bias gradients) and a transposed convolution (DCGAN's
+# generator layer, a gradient-of-input call). CONVOLUTIONS_F64 is exact up
+# to summation order; the f32 one runs with cuDNN's default math, TF32 on
+# an H100 as torch's default (torch.backends.cudnn.allow_tf32).
+CONVOLUTIONS = """
+module {
+  terra.graph @step {
+    %x = terra.feed 1 : tensor<2x4x9x7xT>
+    %w = terra.feed 2 : tensor<6x2x3x3xT>
+    %b = terra.feed 3 : tensor<6xT>
+    %y = terra.op "aten.convolution"(%x, %w, %b) args {stride = [2, 2], padding = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 2 : i64} : (tensor<2x4x9x7xT>, tensor<6x2x3x3xT>, tensor<6xT>) -> tensor<2x6x5x4xT>
+    terra.fetch 0 %y : tensor<2x6x5x4xT>
+    %dy = terra.feed 4 : tensor<2x6x5x4xT>
+    %g:3 = terra.op "aten.convolution_backward"(%dy, %x, %w) args {stride = [2, 2], padding = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 2 : i64, output_mask = [true, true, true], bias_sizes = [6]} : (tensor<2x6x5x4xT>, tensor<2x4x9x7xT>, tensor<6x2x3x3xT>) -> (tensor<2x4x9x7xT>, tensor<6x2x3x3xT>, tensor<6xT>)
+    terra.fetch 1 %g#0 : tensor<2x4x9x7xT>
+    terra.fetch 2 %g#1 : tensor<6x2x3x3xT>
+    terra.fetch 3 %g#2 : tensor<6xT>
+    %tx = terra.feed 5 : tensor<2x8x4x4xT>
+    %tw = terra.feed 6 : tensor<8x4x4x4xT>
+    %ty = terra.op "aten.convolution"(%tx, %tw) args {bias = unit, stride = [2, 2], padding = [1, 1], dilation = [1, 1], transposed = true, output_padding = [0, 0], groups = 1 : i64} : (tensor<2x8x4x4xT>, tensor<8x4x4x4xT>) -> tensor<2x4x8x8xT>
+    terra.fetch 4 %ty : tensor<2x4x8x8xT>
+  }
+}
+"""
+CONVOLUTIONS_F32 = CONVOLUTIONS.replace("xT>", "xf32>")
+CONVOLUTIONS_F64 = CONVOLUTIONS.replace("xT>", "xf64>")
+
+
 def library(mlir):
     """The bundle's library for a graph: cases sharing a graph share it,
     named after the first of them (graphs/<name>.so)."""
@@ -237,6 +267,16 @@ def _full_sum_f64(f):
     return {0: f[1].sum(), 1: f[1].exp()}
 
 
+def _convolutions(f):
+    import torch
+    x, w, dy = f[1].clone().requires_grad_(), f[2].clone().requires_grad_(), f[4]
+    b = f[3].clone().requires_grad_()
+    y = torch.nn.functional.conv2d(x, w, b, stride=2, padding=1, groups=2)
+    y.backward(dy)
+    ty = torch.nn.functional.conv_transpose2d(f[5], f[6], stride=2, padding=1)
+    return {0: y.detach(), 1: x.grad, 2: w.grad, 3: b.grad, 4: ty}
+
+
 def _gemm(f):
     return {0: f[1] @ f[2]}
 
@@ -245,6 +285,9 @@ def _transposed_gemms(f):
     h = (f[1] @ f[2]).relu()
     return {0: h.t() @ f[3], 1: h @ f[2].t(), 2: f[4].relu() @ f[5].relu().transpose(-2, -1)}
 
+
+_CONV_FEEDS = {1: ((2, 4, 9, 7), "float32"), 2: ((6, 2, 3, 3), "float32"), 3: ((6,), "float32"),
+               4: ((2, 6, 5, 4), "float32"), 5: ((2, 8, 4, 4), "float32"), 6: ((8, 4, 4, 4), "float32")}
 
 CASES = [
     # name, mlir, feeds {id: (shape, dtype)}, decisions, reference, rtol, atol
@@ -276,4 +319,7 @@ CASES = [
      {1: ((70, 48), "float32"), 2: ((48, 24), "float32"), 3: ((70, 24), "float32"),
       4: ((4, 33, 16), "float32"), 5: ((4, 29, 16), "float32")},
      [], _transposed_gemms, 1e-4, 1e-4),
+    ("convolutions_f64", CONVOLUTIONS_F64, {k: (shape, "float64") for k, (shape, _) in _CONV_FEEDS.items()},
+     [], _convolutions, 1e-9, 1e-9),
+    ("convolutions_f32", CONVOLUTIONS_F32, _CONV_FEEDS, [], _convolutions, 5e-3, 5e-3),
 ]

@@ -151,6 +151,32 @@ TEST_F(NoDriver, CublasCallFailsCleanly) {
   EXPECT_EQ(c, std::vector<float>(4 * 3, 0.f)); // Untouched.
 }
 
+/// A dense NCHW descriptor over `data`.
+template <typename T>
+StridedMemRefType<T, 4> nchw(T *data, int64_t n, int64_t c, int64_t h,
+                             int64_t w) {
+  StridedMemRefType<T, 4> d;
+  d.basePtr = d.data = data;
+  d.offset = 0;
+  d.sizes[0] = n, d.sizes[1] = c, d.sizes[2] = h, d.sizes[3] = w;
+  d.strides[0] = c * h * w, d.strides[1] = h * w, d.strides[2] = w;
+  d.strides[3] = 1;
+  return d;
+}
+
+TEST_F(NoDriver, CudnnCallFailsCleanly) {
+  std::vector<float> x(2 * 4 * 6 * 6, 1.f), w(8 * 4 * 3 * 3, 1.f),
+      y(2 * 8 * 6 * 6, 0.f);
+  auto mx = nchw(x.data(), 2, 4, 6, 6), mw = nchw(w.data(), 8, 4, 3, 3),
+       my = nchw(y.data(), 2, 8, 6, 6);
+  StridedMemRefType<float, 1> none{nullptr, nullptr, 0, {0}, {1}};
+  _mlir_ciface_terra_cuda_conv2d_f32(&mx, &mw, &none, &my, 1, 1, 1, 1, 1, 1, 1,
+                                     1, 1, 1);
+  std::string e = terra::cuda::takeLastError();
+  EXPECT_TRUE(contains(e, "terra_cuda_conv2d_f32: ")) << e;
+  EXPECT_EQ(y, std::vector<float>(y.size(), 0.f)); // Untouched.
+}
+
 TEST(CudaLayout, RejectsOperandsCuBLASCannotAddress) {
   terra::cuda::takeLastError();
   std::vector<float> a(8 * 8, 1.f), b(8 * 8, 1.f), c(8 * 8, 0.f);
@@ -421,6 +447,88 @@ TEST_F(Device, CublasMatmulOfTransposedViewsMatchesReference) {
   checkMatmul(19, 33, 11, true, true, /*overwrite=*/true);
   checkMatmul(19, 33, 11, false, true, /*overwrite=*/true);
   checkMatmul(19, 33, 11, true, false, /*overwrite=*/false);
+}
+
+// cuDNN's convolution, input gradient and weight gradient (f64: exact up to
+// summation order) against direct loops: 2 groups, stride 2, padding 1,
+// dilation 1, a bias, and accumulation into the gradients' outputs.
+TEST_F(Device, CudnnConvolutionsMatchReference) {
+  const int64_t n = 2, c = 4, h = 9, w = 7, f = 6, g = 2, k = 3, s = 2, p = 1;
+  const int64_t oh = (h + 2 * p - k) / s + 1, ow = (w + 2 * p - k) / s + 1;
+  const int64_t cg = c / g, fg = f / g;
+  auto alloc = [](int64_t count) {
+    return static_cast<double *>(
+        terra::cuda::allocManaged(count * sizeof(double)));
+  };
+  double *x = alloc(n * c * h * w), *wt = alloc(f * cg * k * k), *b = alloc(f),
+         *y = alloc(n * f * oh * ow), *dx = alloc(n * c * h * w),
+         *dw = alloc(f * cg * k * k);
+  ASSERT_TRUE(x && wt && b && y && dx && dw);
+  for (int64_t i = 0; i < n * c * h * w; ++i)
+    x[i] = double(i % 11) - 5.0, dx[i] = 1.0;
+  for (int64_t i = 0; i < f * cg * k * k; ++i)
+    wt[i] = double(i % 7) - 3.0, dw[i] = 0.5;
+  for (int64_t i = 0; i < f; ++i)
+    b[i] = double(i) * 0.25;
+  auto mx = nchw(x, n, c, h, w), mw = nchw(wt, f, cg, k, k),
+       my = nchw(y, n, f, oh, ow), mdx = nchw(dx, n, c, h, w),
+       mdw = nchw(dw, f, cg, k, k);
+  StridedMemRefType<double, 1> mb{b, b, 0, {f}, {1}};
+  // Forward (overwrite), then the gradients for dy = y (accumulated).
+  _mlir_ciface_terra_cuda_conv2d_f64(&mx, &mw, &mb, &my, s, s, p, p, p, p, 1, 1,
+                                     g, /*overwrite=*/1);
+  ASSERT_EQ(terra::cuda::takeLastError(), "");
+  _mlir_ciface_terra_cuda_conv2d_grad_input_f64(&my, &mw, &mdx, s, s, p, p, p,
+                                                p, 1, 1, g, /*overwrite=*/0);
+  ASSERT_EQ(terra::cuda::takeLastError(), "");
+  _mlir_ciface_terra_cuda_conv2d_grad_weight_f64(&mx, &my, &mdw, s, s, p, p, p,
+                                                 p, 1, 1, g, /*overwrite=*/0);
+  ASSERT_EQ(terra::cuda::takeLastError(), "");
+  ASSERT_TRUE(terra::cuda::synchronize());
+  // Direct loops: y[b][o][i][j] = bias[o] + sum x[b][ci][i*s-p+u][j*s-p+v]
+  // * w[o][ci - group*cg][u][v], and the gradients of that sum.
+  std::vector<double> ry(n * f * oh * ow), rdx(n * c * h * w, 1.0),
+      rdw(f * cg * k * k, 0.5);
+  for (int64_t bi = 0; bi < n; ++bi)
+    for (int64_t o = 0; o < f; ++o)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          double acc = b[o];
+          for (int64_t ci = 0; ci < cg; ++ci)
+            for (int64_t u = 0; u < k; ++u)
+              for (int64_t v = 0; v < k; ++v) {
+                int64_t r = i * s - p + u, q = j * s - p + v;
+                if (r >= 0 && r < h && q >= 0 && q < w)
+                  acc += x[((bi * c + (o / fg) * cg + ci) * h + r) * w + q] *
+                         wt[((o * cg + ci) * k + u) * k + v];
+              }
+          ry[((bi * f + o) * oh + i) * ow + j] = acc;
+        }
+  for (int64_t bi = 0; bi < n; ++bi)
+    for (int64_t o = 0; o < f; ++o)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          double gy = ry[((bi * f + o) * oh + i) * ow + j];
+          for (int64_t ci = 0; ci < cg; ++ci)
+            for (int64_t u = 0; u < k; ++u)
+              for (int64_t v = 0; v < k; ++v) {
+                int64_t r = i * s - p + u, q = j * s - p + v;
+                if (r < 0 || r >= h || q < 0 || q >= w)
+                  continue;
+                int64_t xi = ((bi * c + (o / fg) * cg + ci) * h + r) * w + q;
+                int64_t wi = ((o * cg + ci) * k + u) * k + v;
+                rdx[xi] += gy * wt[wi];
+                rdw[wi] += gy * x[xi];
+              }
+        }
+  for (int64_t i = 0; i < n * f * oh * ow; ++i)
+    ASSERT_NEAR(y[i], ry[i], 1e-9 * (1 + std::fabs(ry[i]))) << "y " << i;
+  for (int64_t i = 0; i < n * c * h * w; ++i)
+    ASSERT_NEAR(dx[i], rdx[i], 1e-9 * (1 + std::fabs(rdx[i]))) << "dx " << i;
+  for (int64_t i = 0; i < f * cg * k * k; ++i)
+    ASSERT_NEAR(dw[i], rdw[i], 1e-9 * (1 + std::fabs(rdw[i]))) << "dw " << i;
+  for (double *m : {x, wt, b, y, dx, dw})
+    terra::cuda::freeManaged(m);
 }
 
 TEST_F(Device, CublasBatchMatmulMatchesReference) {

@@ -40,7 +40,19 @@ void mgpuSetDefaultDevice(int32_t);
       StridedMemRefType<T, 2> *, int64_t);                                     \
   void _mlir_ciface_terra_cuda_batch_matmul_##SUFFIX(                          \
       StridedMemRefType<T, 3> *, StridedMemRefType<T, 3> *,                    \
-      StridedMemRefType<T, 3> *, int64_t);
+      StridedMemRefType<T, 3> *, int64_t);                                     \
+  void _mlir_ciface_terra_cuda_conv2d_##SUFFIX(                                \
+      StridedMemRefType<T, 4> *, StridedMemRefType<T, 4> *,                    \
+      StridedMemRefType<T, 1> *, StridedMemRefType<T, 4> *, int64_t, int64_t,  \
+      int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t); \
+  void _mlir_ciface_terra_cuda_conv2d_grad_input_##SUFFIX(                     \
+      StridedMemRefType<T, 4> *, StridedMemRefType<T, 4> *,                    \
+      StridedMemRefType<T, 4> *, int64_t, int64_t, int64_t, int64_t, int64_t,  \
+      int64_t, int64_t, int64_t, int64_t, int64_t);                            \
+  void _mlir_ciface_terra_cuda_conv2d_grad_weight_##SUFFIX(                    \
+      StridedMemRefType<T, 4> *, StridedMemRefType<T, 4> *,                    \
+      StridedMemRefType<T, 4> *, int64_t, int64_t, int64_t, int64_t, int64_t,  \
+      int64_t, int64_t, int64_t, int64_t, int64_t);
 TERRA_CUDA_LIB_DECLS(f32, float)
 TERRA_CUDA_LIB_DECLS(f64, double)
 #undef TERRA_CUDA_LIB_DECLS

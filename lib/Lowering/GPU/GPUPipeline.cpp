@@ -3,7 +3,9 @@
 // terra.graph (tensors, after terra-lower-graph) -> LLVM dialect whose GPU
 // code is embedded as `gpu.binary`:
 //
-//   tensors:  fusion, bufferization workarounds, one-shot bufferization
+//   tensors:  convolutions -> cuDNN (terra-library-convolutions{backend=
+//             cuda}), fusion, bufferization workarounds, one-shot
+//             bufferization
 //             (shared with the CPU pipeline, PipelineStages.h)
 //   buffers:  GEMMs -> cuBLAS (terra-library-calls{backend=cuda}),
 //             ownership-based deallocation,
@@ -42,6 +44,11 @@ using namespace mlir;
 
 void terra::buildGPULoweringPipeline(OpPassManager &pm,
                                      const GPUPipelineOptions &options) {
+  // Convolutions go to cuDNN, on tensors so that the padded input copies
+  // die (before fusion can change them), as on the CPU.
+  TerraLibraryConvolutionsOptions convOpts;
+  convOpts.backend = "cuda";
+  pm.addPass(createTerraLibraryConvolutions(convOpts));
   addFusionPasses(pm);
   // No -terra-approximate-math / -terra-reassociate-reductions: they exist
   // for the CPU vectorizer; on the GPU libdevice provides exp/log/tanh.

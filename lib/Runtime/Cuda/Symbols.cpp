@@ -28,6 +28,12 @@ std::vector<std::pair<const char *, void *>> terra::cuda::entryPoints() {
   TERRA_CUDA_SYMBOL(_mlir_ciface_terra_cuda_batch_matmul_f32)
   TERRA_CUDA_SYMBOL(_mlir_ciface_terra_cuda_matmul_f64)
   TERRA_CUDA_SYMBOL(_mlir_ciface_terra_cuda_batch_matmul_f64)
+  TERRA_CUDA_SYMBOL(_mlir_ciface_terra_cuda_conv2d_f32)
+  TERRA_CUDA_SYMBOL(_mlir_ciface_terra_cuda_conv2d_grad_input_f32)
+  TERRA_CUDA_SYMBOL(_mlir_ciface_terra_cuda_conv2d_grad_weight_f32)
+  TERRA_CUDA_SYMBOL(_mlir_ciface_terra_cuda_conv2d_f64)
+  TERRA_CUDA_SYMBOL(_mlir_ciface_terra_cuda_conv2d_grad_input_f64)
+  TERRA_CUDA_SYMBOL(_mlir_ciface_terra_cuda_conv2d_grad_weight_f64)
 #undef TERRA_CUDA_SYMBOL
   return syms;
 }

@@ -1,6 +1,6 @@
 // The host side of a GPU graph links against what the project ships: every
 // external symbol of its object file is defined by the CUDA runtime
-// (lib/Runtime/Cuda: mgpu*, cuBLAS calls) or the graph runtime
+// (lib/Runtime/Cuda: mgpu*, cuBLAS and cuDNN calls) or the graph runtime
 // (lib/Runtime: terra_rt_*, buffer allocation), except libc's `free`.
 // REQUIRES: terra-cuda-runtime
 // RUN: terra-opt %s -terra-gpu-pipeline | terra-translate --mlir-to-llvmir -o %t.ll
@@ -14,6 +14,9 @@
 // RUN: FileCheck %s --check-prefix=IR --input-file=%t.ll
 
 // USES-DAG: _mlir_ciface_terra_cuda_matmul_f32
+// USES-DAG: _mlir_ciface_terra_cuda_conv2d_f32
+// USES-DAG: _mlir_ciface_terra_cuda_conv2d_grad_input_f32
+// USES-DAG: _mlir_ciface_terra_cuda_conv2d_grad_weight_f32
 // USES-DAG: _mlir_ciface_terra_rt_feed_f32
 // USES-DAG: _mlir_ciface_terra_rt_fetch_f32
 // USES-DAG: _mlir_memref_to_llvm_alloc
@@ -44,5 +47,13 @@ module {
     %y = terra.op "aten.mm"(%x, %w) : (tensor<?x64xf32>, tensor<64x32xf32>) -> tensor<?x32xf32>
     %r = terra.op "aten.tanh"(%y) : (tensor<?x32xf32>) -> tensor<?x32xf32>
     terra.fetch 0 %r : tensor<?x32xf32>
+    %cx = terra.feed 3 : tensor<2x4x12x12xf32>
+    %cw = terra.feed 4 : tensor<8x4x3x3xf32>
+    %cy = terra.op "aten.convolution"(%cx, %cw) args {bias = unit, stride = [2, 2], padding = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1 : i64} : (tensor<2x4x12x12xf32>, tensor<8x4x3x3xf32>) -> tensor<2x8x6x6xf32>
+    terra.fetch 1 %cy : tensor<2x8x6x6xf32>
+    %cg = terra.feed 5 : tensor<2x8x6x6xf32>
+    %gx, %gw = terra.op "aten.convolution_backward"(%cg, %cx, %cw) args {stride = [2, 2], padding = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1 : i64, output_mask = [true, true, false], bias_sizes = [8]} : (tensor<2x8x6x6xf32>, tensor<2x4x12x12xf32>, tensor<8x4x3x3xf32>) -> (tensor<2x4x12x12xf32>, tensor<8x4x3x3xf32>)
+    terra.fetch 2 %gx : tensor<2x4x12x12xf32>
+    terra.fetch 3 %gw : tensor<8x4x3x3xf32>
   }
 }
