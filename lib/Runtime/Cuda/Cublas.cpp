@@ -28,10 +28,6 @@
 #include <mutex>
 #include <string>
 
-#ifndef TERRA_CUDA_TOOLKIT_DIR
-#define TERRA_CUDA_TOOLKIT_DIR ""
-#endif
-
 using namespace terra::cuda::detail;
 
 namespace {
@@ -52,20 +48,11 @@ struct Cublas {
 };
 
 std::string loadCublas(Cublas &c) {
-  // The soname first (PyTorch's process has it loaded already), then the
-  // toolkit this runtime was built against.
-  std::string tried;
-  void *lib = nullptr;
-  for (std::string name :
-       {std::string("libcublas.so.13"), std::string("libcublas.so"),
-        std::string(TERRA_CUDA_TOOLKIT_DIR) + "/lib64/libcublas.so"}) {
-    if ((lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)))
-      break;
-    const char *err = dlerror();
-    tried += std::string(tried.empty() ? "" : "; ") + (err ? err : name);
-  }
+  std::string error;
+  void *lib = openLibrary({"libcublas.so.13", "libcublas.so"}, "libcublas.so",
+                          "cuBLAS", error);
   if (!lib)
-    return "cannot load cuBLAS (" + tried + ")";
+    return error;
 #define TERRA_CUBLAS_RESOLVE(NAME, SYMBOL)                                     \
   c.NAME = reinterpret_cast<decltype(c.NAME)>(dlsym(lib, SYMBOL));             \
   if (!c.NAME)                                                                 \
@@ -76,15 +63,7 @@ std::string loadCublas(Cublas &c) {
 }
 
 const Cublas *cublasFor(const char *entry) {
-  static Cublas c;
-  static std::string error;
-  static std::once_flag once;
-  std::call_once(once, [] { error = loadCublas(c); });
-  if (!error.empty()) {
-    reportError(std::string(entry) + ": " + error);
-    return nullptr;
-  }
-  return &c;
+  return libraryFor<Cublas, loadCublas>(entry);
 }
 
 /// One handle per thread (a graph runs on one runner thread), created in

@@ -34,10 +34,6 @@
 #include <string>
 #include <type_traits>
 
-#ifndef TERRA_CUDA_TOOLKIT_DIR
-#define TERRA_CUDA_TOOLKIT_DIR ""
-#endif
-
 using namespace terra::cuda::detail;
 
 namespace {
@@ -75,20 +71,11 @@ struct Cudnn {
 };
 
 std::string loadCudnn(Cudnn &c) {
-  // The soname first (PyTorch's process has it loaded already), then the
-  // toolkit this runtime was built against.
-  std::string tried;
-  void *lib = nullptr;
-  for (std::string name :
-       {std::string("libcudnn.so.9"), std::string("libcudnn.so"),
-        std::string(TERRA_CUDA_TOOLKIT_DIR) + "/lib64/libcudnn.so"}) {
-    if ((lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)))
-      break;
-    const char *err = dlerror();
-    tried += std::string(tried.empty() ? "" : "; ") + (err ? err : name);
-  }
+  std::string error;
+  void *lib = openLibrary({"libcudnn.so.9", "libcudnn.so"}, "libcudnn.so",
+                          "cuDNN", error);
   if (!lib)
-    return "cannot load cuDNN (" + tried + ")";
+    return error;
 #define TERRA_CUDNN_RESOLVE(NAME)                                              \
   c.NAME = reinterpret_cast<decltype(c.NAME)>(dlsym(lib, #NAME));              \
   if (!c.NAME)                                                                 \
@@ -99,15 +86,7 @@ std::string loadCudnn(Cudnn &c) {
 }
 
 const Cudnn *cudnnFor(const char *entry) {
-  static Cudnn c;
-  static std::string error;
-  static std::once_flag once;
-  std::call_once(once, [] { error = loadCudnn(c); });
-  if (!error.empty()) {
-    reportError(std::string(entry) + ": " + error);
-    return nullptr;
-  }
-  return &c;
+  return libraryFor<Cudnn, loadCudnn>(entry);
 }
 
 /// One handle and one workspace per thread (a graph runs on one runner

@@ -9,6 +9,10 @@
 #include <cstdio>
 #include <mutex>
 
+#ifndef TERRA_CUDA_TOOLKIT_DIR
+#define TERRA_CUDA_TOOLKIT_DIR ""
+#endif
+
 using namespace terra::cuda;
 using namespace terra::cuda::detail;
 
@@ -125,4 +129,26 @@ std::string terra::cuda::takeLastError() {
 
 void terra::cuda::setErrorHandler(ErrorHandler handler) {
   errorHandler = handler;
+}
+
+void *
+terra::cuda::detail::openLibrary(std::initializer_list<const char *> sonames,
+                                 const char *fallback, const char *what,
+                                 std::string &error) {
+  std::string tried;
+  auto attempt = [&](const std::string &name) -> void * {
+    if (void *lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL))
+      return lib;
+    const char *err = dlerror();
+    tried += std::string(tried.empty() ? "" : "; ") + (err ? err : name);
+    return nullptr;
+  };
+  for (const char *name : sonames)
+    if (void *lib = attempt(name))
+      return lib;
+  if (void *lib =
+          attempt(std::string(TERRA_CUDA_TOOLKIT_DIR) + "/lib64/" + fallback))
+    return lib;
+  error = std::string("cannot load ") + what + " (" + tried + ")";
+  return nullptr;
 }

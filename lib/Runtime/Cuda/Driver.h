@@ -12,6 +12,8 @@
 
 #include <cuda.h>
 
+#include <initializer_list>
+#include <mutex>
 #include <string>
 
 namespace terra::cuda::detail {
@@ -86,6 +88,29 @@ private:
 /// The driver, or null after reporting
 /// "<entry>: <why>" (no driver, no device).
 const Driver *driverFor(const char *entry);
+
+/// A CUDA library loaded by dlopen: the first of `sonames` (an already
+/// loaded one is found by its soname: PyTorch's process has cuBLAS and
+/// cuDNN), else `lib64/<fallback>` of the toolkit this runtime was built
+/// against. Null with `error` = "cannot load <what> (<every dlerror>)".
+void *openLibrary(std::initializer_list<const char *> sonames,
+                  const char *fallback, const char *what, std::string &error);
+
+/// The `Library` that `load` fills (its functions, from openLibrary), loaded
+/// once per process; null after reporting "<entry>: <why>" when it cannot
+/// be. Thread-safe.
+template <typename Library, std::string (*load)(Library &)>
+const Library *libraryFor(const char *entry) {
+  static Library lib;
+  static std::string error;
+  static std::once_flag once;
+  std::call_once(once, [] { error = load(lib); });
+  if (!error.empty()) {
+    reportError(std::string(entry) + ": " + error);
+    return nullptr;
+  }
+  return &lib;
+}
 
 /// This thread's run stream (terra::cuda::beginRunStream), or null: each
 /// launch then has a stream of its own and waits for it.
