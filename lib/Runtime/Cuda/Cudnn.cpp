@@ -251,6 +251,23 @@ bool succeeded(const char *entry, const Cudnn &c, cudnnStatus_t st,
   return false;
 }
 
+/// Whether the heuristics returned an algorithm that runs; the convolution
+/// then uses the math type it was chosen for (as PyTorch does).
+template <typename Perf>
+bool chosen(const char *entry, const Cudnn &c, const Descriptors &d,
+            int found, const Perf &perf) {
+  if (found < 1 || perf.status != CUDNN_STATUS_SUCCESS) {
+    reportError(std::string(entry) + ": cuDNN has no algorithm for the " +
+                "problem" +
+                (found < 1 ? std::string()
+                           : std::string(": ") +
+                                 c.cudnnGetErrorString(perf.status)));
+    return false;
+  }
+  return succeeded(entry, c, c.cudnnSetConvolutionMathType(d.conv, perf.mathType),
+                   "setting the math type");
+}
+
 enum class Routine { Forward, GradInput, GradWeight };
 
 /// Runs one routine of `p` (y/dy, x/dx, w/dw as the routine reads and
@@ -283,6 +300,7 @@ void run(const char *entry, Routine routine, Problem<T> p,
                    c->cudnnGetConvolutionForwardAlgorithm_v7(
                        s->handle, d.x, d.w, d.conv, d.y, 1, &found, &perf),
                    "choosing an algorithm") ||
+        !chosen(entry, *c, d, found, perf) ||
         !succeeded(entry, *c,
                    c->cudnnGetConvolutionForwardWorkspaceSize(
                        s->handle, d.x, d.w, d.conv, d.y, perf.algo, &bytes),
@@ -325,6 +343,7 @@ void run(const char *entry, Routine routine, Problem<T> p,
                    c->cudnnGetConvolutionBackwardDataAlgorithm_v7(
                        s->handle, d.w, d.y, d.conv, d.x, 1, &found, &perf),
                    "choosing an algorithm") ||
+        !chosen(entry, *c, d, found, perf) ||
         !succeeded(entry, *c,
                    c->cudnnGetConvolutionBackwardDataWorkspaceSize(
                        s->handle, d.w, d.y, d.conv, d.x, perf.algo, &bytes),
@@ -346,6 +365,7 @@ void run(const char *entry, Routine routine, Problem<T> p,
                    c->cudnnGetConvolutionBackwardFilterAlgorithm_v7(
                        s->handle, d.x, d.y, d.conv, d.w, 1, &found, &perf),
                    "choosing an algorithm") ||
+        !chosen(entry, *c, d, found, perf) ||
         !succeeded(entry, *c,
                    c->cudnnGetConvolutionBackwardFilterWorkspaceSize(
                        s->handle, d.x, d.y, d.conv, d.w, perf.algo, &bytes),
