@@ -200,3 +200,35 @@ def test_cuda_placeholders_carry_device_index_0() -> None:
     finally:
         placeholder.set_device("cpu")
     assert placeholder.DEVICE == torch.device("cpu")
+
+
+def test_a_convolutional_training_step_compiles_for_the_gpu_with_library_calls() -> None:
+    """DCGAN's step (transposed and strided convolutions, batch norm, two
+    optimizers), traced on the CPU, through the GPU pipeline: every
+    convolution and its gradients is a cuDNN call, the GEMMs cuBLAS calls,
+    all kernels one deduplicated module, and nothing is left to the host."""
+    import sys
+    from pathlib import Path
+    repo = str(Path(__file__).resolve().parents[2])
+    if repo not in sys.path:
+        sys.path.insert(0, repo)
+    from benchmarks.programs import PROGRAMS
+    program = PROGRAMS["dcgan"].build("small")
+    fn = terra.function(program.step, cache_dir=None)
+    for i in range(3):
+        fn(i)
+    try:
+        graph, stages = fn.session.compile("", 64, True, "cuda")
+    except RuntimeError as exc:
+        if "no CUDA runtime" in str(exc):
+            pytest.skip(str(exc))
+        raise
+    lowered = stages["lowered"]
+    assert not list(graph.host_ops), list(graph.host_ops)
+    for routine in ("conv2d", "conv2d_grad_input", "conv2d_grad_weight"):
+        assert f"call @terra_cuda_{routine}_f32(" in lowered, routine
+    assert "call @terra_lib_" not in lowered
+    assert len(re.findall(r"gpu\.binary @", lowered)) == 1
+    kernels = set(re.findall(r"gpu\.launch_func\s+@terra_kernels::@(\w+)", lowered))
+    launches = len(re.findall(r"gpu\.launch_func\s", lowered))
+    assert kernels and len(kernels) < launches, (len(kernels), launches)
