@@ -223,7 +223,18 @@ def _adaptive_avg_pool2d_backward(grad_output: torch.Tensor, input: torch.Tensor
                                device="meta")
 
 
-_META_RULES = {"aten.convolution_backward.default": _convolution_backward,
+def _shift(self: torch.Tensor, other: Any) -> torch.Tensor:
+    """`x >> k`, `x << k` (torch 1.13 has no meta kernel for `__rshift__`
+    and `__lshift__`): the operands broadcast, the dtype promotes."""
+    if isinstance(other, torch.Tensor):
+        shape = torch.broadcast_shapes(tuple(self.shape), tuple(other.shape))
+        return torch.empty(shape, dtype=torch.result_type(self, other), device="meta")
+    return torch.empty(tuple(self.shape), dtype=self.dtype, device="meta")
+
+
+_META_RULES = {**{f"aten.__{op}shift__.{overload}": _shift
+                  for op in ("r", "l", "ir", "il") for overload in ("Scalar", "Tensor")},
+               "aten.convolution_backward.default": _convolution_backward,
                "aten._adaptive_avg_pool2d_backward.default": _adaptive_avg_pool2d_backward,
                "aten.grid_sampler_2d_backward.default": _grid_sampler_2d_backward,
                "aten.index.Tensor": _index_tensor}

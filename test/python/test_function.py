@@ -1407,3 +1407,24 @@ def test_a_relaxed_form_without_a_lowering_is_a_clear_compile_failure(monkeypatc
     assert stats["coexec_iterations"] == 0 and stats["phase"] == "eager"
     assert "aten._foreach_unlowered_" in stats["eager_reason"], stats["eager_reason"]
     assert "no implementation recorded" in stats["eager_reason"]
+
+
+def test_bit_shifts_co_execute() -> None:
+    """`>>` and `<<` (no meta kernels in torch 1.13: a shape rule infers
+    their results) on integer and uint8 values computed in the step."""
+    def make() -> tuple:
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y):
+            opt.zero_grad()
+            out = model(x)
+            loss = F.cross_entropy(out, y)
+            loss.backward()
+            opt.step()
+            codes = (out.detach().abs() * 100).long()
+            q = (torch.sigmoid(out.detach()) * 255).to(torch.uint8)
+            return loss.item(), (codes >> 2) + (codes << 1), q >> 1, codes >> (y.unsqueeze(1) % 3)
+        return step, model, opt
+    stats = compare(make, batches(6), max_fallbacks=0)
+    assert stats["coexec_iterations"] >= 3
