@@ -251,21 +251,31 @@ bool succeeded(const char *entry, const Cudnn &c, cudnnStatus_t st,
   return false;
 }
 
-/// Whether the heuristics returned an algorithm that runs; the convolution
-/// then uses the math type it was chosen for (as PyTorch does).
+/// The number of candidates asked of cuDNN's heuristics (more than any
+/// routine has algorithms).
+constexpr int kCandidates = 16;
+
+/// The first of the heuristics' `found` candidates that runs (its status
+/// is success: some algorithms do not support a data type, f64 say), with
+/// the convolution set to the math type it was chosen for (as PyTorch
+/// does); null after reporting when none runs.
 template <typename Perf>
-bool chosen(const char *entry, const Cudnn &c, const Descriptors &d,
-            int found, const Perf &perf) {
-  if (found < 1 || perf.status != CUDNN_STATUS_SUCCESS) {
-    reportError(std::string(entry) + ": cuDNN has no algorithm for the " +
-                "problem" +
-                (found < 1 ? std::string()
-                           : std::string(": ") +
-                                 c.cudnnGetErrorString(perf.status)));
-    return false;
+const Perf *choose(const char *entry, const Cudnn &c, const Descriptors &d,
+                   int found, const Perf *perf) {
+  for (int i = 0; i < found; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS)
+      continue;
+    if (!succeeded(entry, c,
+                   c.cudnnSetConvolutionMathType(d.conv, perf[i].mathType),
+                   "setting the math type"))
+      return nullptr;
+    return &perf[i];
   }
-  return succeeded(entry, c, c.cudnnSetConvolutionMathType(d.conv, perf.mathType),
-                   "setting the math type");
+  reportError(std::string(entry) + ": cuDNN has no algorithm for the problem" +
+              (found > 0 ? std::string(" (") +
+                               c.cudnnGetErrorString(perf[0].status) + ")"
+                         : std::string()));
+  return nullptr;
 }
 
 enum class Routine { Forward, GradInput, GradWeight };
@@ -295,20 +305,22 @@ void run(const char *entry, Routine routine, Problem<T> p,
     *y = p.y->data + p.y->offset;
   switch (routine) {
   case Routine::Forward: {
-    cudnnConvolutionFwdAlgoPerf_t perf;
-    if (!succeeded(entry, *c,
-                   c->cudnnGetConvolutionForwardAlgorithm_v7(
-                       s->handle, d.x, d.w, d.conv, d.y, 1, &found, &perf),
-                   "choosing an algorithm") ||
-        !chosen(entry, *c, d, found, perf) ||
+    cudnnConvolutionFwdAlgoPerf_t perfs[kCandidates];
+    const cudnnConvolutionFwdAlgoPerf_t *perf = nullptr;
+    if (!succeeded(
+            entry, *c,
+            c->cudnnGetConvolutionForwardAlgorithm_v7(
+                s->handle, d.x, d.w, d.conv, d.y, kCandidates, &found, perfs),
+            "choosing an algorithm") ||
+        !(perf = choose(entry, *c, d, found, perfs)) ||
         !succeeded(entry, *c,
                    c->cudnnGetConvolutionForwardWorkspaceSize(
-                       s->handle, d.x, d.w, d.conv, d.y, perf.algo, &bytes),
+                       s->handle, d.x, d.w, d.conv, d.y, perf->algo, &bytes),
                    "sizing the workspace") ||
         !prepare(entry, *drv, *c, bytes, s) ||
         !succeeded(entry, *c,
                    c->cudnnConvolutionForward(
-                       s->handle, &one, d.x, x, d.w, w, d.conv, perf.algo,
+                       s->handle, &one, d.x, x, d.w, w, d.conv, perf->algo,
                        reinterpret_cast<void *>(s->workspace), bytes, &beta,
                        d.y, y),
                    "cudnnConvolutionForward"))
@@ -338,20 +350,22 @@ void run(const char *entry, Routine routine, Problem<T> p,
   }
   case Routine::GradInput: {
     // y holds dy, x receives dx.
-    cudnnConvolutionBwdDataAlgoPerf_t perf;
-    if (!succeeded(entry, *c,
-                   c->cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                       s->handle, d.w, d.y, d.conv, d.x, 1, &found, &perf),
-                   "choosing an algorithm") ||
-        !chosen(entry, *c, d, found, perf) ||
+    cudnnConvolutionBwdDataAlgoPerf_t perfs[kCandidates];
+    const cudnnConvolutionBwdDataAlgoPerf_t *perf = nullptr;
+    if (!succeeded(
+            entry, *c,
+            c->cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                s->handle, d.w, d.y, d.conv, d.x, kCandidates, &found, perfs),
+            "choosing an algorithm") ||
+        !(perf = choose(entry, *c, d, found, perfs)) ||
         !succeeded(entry, *c,
                    c->cudnnGetConvolutionBackwardDataWorkspaceSize(
-                       s->handle, d.w, d.y, d.conv, d.x, perf.algo, &bytes),
+                       s->handle, d.w, d.y, d.conv, d.x, perf->algo, &bytes),
                    "sizing the workspace") ||
         !prepare(entry, *drv, *c, bytes, s) ||
         !succeeded(entry, *c,
                    c->cudnnConvolutionBackwardData(
-                       s->handle, &one, d.w, w, d.y, y, d.conv, perf.algo,
+                       s->handle, &one, d.w, w, d.y, y, d.conv, perf->algo,
                        reinterpret_cast<void *>(s->workspace), bytes, &beta,
                        d.x, x),
                    "cudnnConvolutionBackwardData"))
@@ -360,20 +374,22 @@ void run(const char *entry, Routine routine, Problem<T> p,
   }
   case Routine::GradWeight: {
     // y holds dy, w receives dw.
-    cudnnConvolutionBwdFilterAlgoPerf_t perf;
-    if (!succeeded(entry, *c,
-                   c->cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                       s->handle, d.x, d.y, d.conv, d.w, 1, &found, &perf),
-                   "choosing an algorithm") ||
-        !chosen(entry, *c, d, found, perf) ||
+    cudnnConvolutionBwdFilterAlgoPerf_t perfs[kCandidates];
+    const cudnnConvolutionBwdFilterAlgoPerf_t *perf = nullptr;
+    if (!succeeded(
+            entry, *c,
+            c->cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                s->handle, d.x, d.y, d.conv, d.w, kCandidates, &found, perfs),
+            "choosing an algorithm") ||
+        !(perf = choose(entry, *c, d, found, perfs)) ||
         !succeeded(entry, *c,
                    c->cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                       s->handle, d.x, d.y, d.conv, d.w, perf.algo, &bytes),
+                       s->handle, d.x, d.y, d.conv, d.w, perf->algo, &bytes),
                    "sizing the workspace") ||
         !prepare(entry, *drv, *c, bytes, s) ||
         !succeeded(entry, *c,
                    c->cudnnConvolutionBackwardFilter(
-                       s->handle, &one, d.x, x, d.y, y, d.conv, perf.algo,
+                       s->handle, &one, d.x, x, d.y, y, d.conv, perf->algo,
                        reinterpret_cast<void *>(s->workspace), bytes, &beta,
                        d.w, w),
                    "cudnnConvolutionBackwardFilter"))
