@@ -12,10 +12,11 @@
 // from the padding before it fails the run (the compiler keeps such static
 // problems as loops; PyTorch's own convolutions are symmetric). The weight
 // must be dense NCHW (a filter descriptor has no strides); inputs and
-// outputs may have any strides. Algorithms come from cuDNN's heuristics
-// (`cudnnGet*Algorithm_v7`, what PyTorch uses when cudnn.benchmark is off),
-// with cuDNN's default math (TF32 allowed on Ampere and later, as PyTorch's
-// default `torch.backends.cudnn.allow_tf32`). The workspace is one growing
+// outputs may have any strides. The algorithm is the first of cuDNN's
+// heuristic candidates that runs (`cudnnGet*Algorithm_v7`, what PyTorch
+// uses when cudnn.benchmark is off), with the math type it was chosen for
+// (TF32 allowed on Ampere and later, as PyTorch's default
+// `torch.backends.cudnn.allow_tf32`). The workspace is one growing
 // device buffer per thread; calls queue on the run's stream.
 //
 //===----------------------------------------------------------------------===//
