@@ -594,13 +594,13 @@ class TerraFunction:
         # result that aliases an input is copied (the graph may reuse that
         # buffer while the result is still in use).
         tensors = [torch.from_numpy(a) for a in arrays]
-        if any(writes for *_, writes in tracing.op_info(func).args):
+        written_args = {aname for _, aname, _, _, writes in tracing.op_info(func).args if writes}
+        if written_args:
             tensors = [t.clone() for t in tensors]
         inputs = {_storage_ptr(t) for t in tensors}
         operand_tensors = list(tensors)  # symbolic sizes refer to these
         pos: list = []
         kw: dict = {}
-        written_args = {aname for _, aname, _, _, writes in tracing.op_info(func).args if writes}
         written: list = []
         for arg_name, kwarg_only, kind, value in recipe:
             if kind == "t":

@@ -31,6 +31,17 @@ def test_cuda_without_a_device_says_so() -> None:
         terra.function(lambda: None, device="cuda")
 
 
+def _compile_for_cuda(session: object) -> tuple:
+    """The session's graph through the GPU pipeline, keeping every stage;
+    skips the test on a build without the CUDA runtime."""
+    try:
+        return session.compile("", 64, True, "cuda")
+    except RuntimeError as exc:
+        if "no CUDA runtime" in str(exc):
+            pytest.skip(str(exc))
+        raise
+
+
 def test_session_compiles_the_merged_graph_for_the_gpu() -> None:
     """The front end's session lowers the graph it traced on the CPU through
     the GPU pipeline: kernels as PTX in a gpu.binary, GEMMs as cuBLAS calls,
@@ -40,12 +51,7 @@ def test_session_compiles_the_merged_graph_for_the_gpu() -> None:
     fn = terra.function(step, cache_dir=None)
     for x, y in batches(3):
         fn(x, y)
-    try:
-        graph, stages = fn.session.compile("", 64, True, "cuda")
-    except RuntimeError as exc:
-        if "no CUDA runtime" in str(exc):
-            pytest.skip(str(exc))
-        raise
+    graph, stages = _compile_for_cuda(fn.session)
     assert graph.device == "cuda"
     lowered = stages["lowered"]
     assert "gpu.binary" in lowered
@@ -72,12 +78,7 @@ def test_a_session_whose_first_graph_is_for_the_gpu_compiles_it(monkeypatch: pyt
     session = native.load().Session()
     for text in texts:
         assert not session.add_trace(text)["error"]
-    try:
-        graph, stages = session.compile("", 64, True, "cuda")
-    except RuntimeError as exc:
-        if "no CUDA runtime" in str(exc):
-            pytest.skip(str(exc))
-        raise
+    graph, stages = _compile_for_cuda(session)
     assert "gpu.binary" in stages["lowered"]
 
 
@@ -217,12 +218,7 @@ def test_a_convolutional_training_step_compiles_for_the_gpu_with_library_calls()
     fn = terra.function(program.step, cache_dir=None)
     for i in range(3):
         fn(i)
-    try:
-        graph, stages = fn.session.compile("", 64, True, "cuda")
-    except RuntimeError as exc:
-        if "no CUDA runtime" in str(exc):
-            pytest.skip(str(exc))
-        raise
+    graph, stages = _compile_for_cuda(fn.session)
     lowered = stages["lowered"]
     assert not list(graph.host_ops), list(graph.host_ops)
     for routine in ("conv2d", "conv2d_grad_input", "conv2d_grad_weight"):

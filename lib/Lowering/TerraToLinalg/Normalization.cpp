@@ -369,11 +369,8 @@ LogicalResult lowerBatchNormForm(DLOp op, ValueRange o, PatternRewriter &rw,
   std::optional<bool> training = getBoolArg(op, "training");
   if (!p || (nres != first && nres != first + 2) || !training)
     return failure();
-  if (form.reserve) {
-    auto reserveT = dyn_cast<RankedTensorType>(resultType(op, 3));
-    if (!reserveT || reserveT.getRank() != 1 || reserveT.getDimSize(0) != 0)
-      return failure();
-  }
+  if (form.reserve && !isEmptyTensor(resultType(op, 3)))
+    return failure();
   Value x = (*p)[0], w = (*p)[1], bias = (*p)[2], rm = (*p)[3], rv = (*p)[4];
   RankedTensorType in = tensorType(x);
   Type et = in.getElementType();
@@ -411,8 +408,8 @@ LogicalResult lowerBatchNormForm(DLOp op, ValueRange o, PatternRewriter &rw,
   Value mean, invstd;
   SmallVector<Value> results(nres);
   if (form.reserve)
-    results[3] = tensor::EmptyOp::create(
-        rw, loc, cast<RankedTensorType>(resultType(op, 3)), ValueRange{});
+    results[3] =
+        tensor::EmptyOp::create(rw, loc, resultType(op, 3), ValueRange{});
   if (*training) {
     Value count = countElements(rw, loc, x, mask, et);
     Value sum = buildGeneric(
@@ -693,10 +690,7 @@ LogicalResult lowerCudnnBatchNormBackward(DLOp op, ValueRange o,
                          {"save_mean", true},
                          {"save_var", true},
                          {"reserveSpace", false}});
-  if (!p || op.getNumResults() != 3)
-    return failure();
-  auto reserveT = dyn_cast<RankedTensorType>((*p)[7].getType());
-  if (!reserveT || reserveT.getRank() != 1 || reserveT.getDimSize(0) != 0)
+  if (!p || op.getNumResults() != 3 || !isEmptyTensor((*p)[7].getType()))
     return failure();
   return lowerBatchNormBackwardOf(op, rw, (*p)[1], (*p)[0], (*p)[2],
                                   ArrayRef<Value>(*p).slice(3, 4), true,

@@ -54,11 +54,8 @@ struct DLOpLowering : public OpRewritePattern<DLOp> {
     // PyTorch computes it, rather than reinterpreting 200 as -56. An empty
     // one holds no values (cuDNN batch norm's reserve space).
     auto isUnsigned = [](Type t) {
-      auto shaped = dyn_cast<ShapedType>(t);
-      auto i = dyn_cast<IntegerType>(shaped ? shaped.getElementType() : t);
-      bool empty =
-          shaped && shaped.hasStaticShape() && shaped.getNumElements() == 0;
-      return i && i.isUnsigned() && !empty;
+      auto i = dyn_cast<IntegerType>(getElementTypeOrSelf(t));
+      return i && i.isUnsigned() && !lowering::isEmptyTensor(t);
     };
     if (llvm::any_of(op->getOperandTypes(), isUnsigned) ||
         llvm::any_of(op->getResultTypes(), isUnsigned))

@@ -88,6 +88,12 @@ Value scalarArgOrOperand(OpBuilder &b, DLOp op, ValueRange operands,
 
 // --- Tensors --------------------------------------------------------------
 RankedTensorType resultType(DLOp op, unsigned i = 0);
+/// Whether `t` is a tensor of static shape with no elements: a value that
+/// carries no data (cuDNN batch norm's reserve space), whatever its type.
+inline bool isEmptyTensor(Type t) {
+  auto shaped = mlir::dyn_cast<mlir::ShapedType>(t);
+  return shaped && shaped.hasStaticShape() && shaped.getNumElements() == 0;
+}
 /// The ranked tensor type of `v`.
 inline RankedTensorType tensorType(Value v) {
   return mlir::cast<RankedTensorType>(v.getType());

@@ -209,10 +209,11 @@ bool describe(const char *entry, const Cudnn &c, Problem<T> p, Descriptors &d) {
   return true;
 }
 
-/// The thread's handle on the run's stream, and a workspace of at least
-/// `bytes` (grown when needed; the old one freed once the device is idle).
-bool prepare(const char *entry, const Driver &drv, const Cudnn &c, size_t bytes,
-             ThreadState *&out) {
+/// The thread's handle, on the run's stream (after the kernels queued
+/// before it, without waiting: the host waits when it reads a result;
+/// without a run stream, the legacy default stream, synchronized after
+/// the call); null after reporting.
+ThreadState *threadHandle(const char *entry, const Cudnn &c) {
   ThreadState &s = threadState;
   if (!s.handle) {
     if (cudnnStatus_t st = c.cudnnCreate(&s.handle);
@@ -220,26 +221,29 @@ bool prepare(const char *entry, const Driver &drv, const Cudnn &c, size_t bytes,
       reportError(std::string(entry) +
                   ": cudnnCreate failed: " + c.cudnnGetErrorString(st));
       s.handle = nullptr;
-      return false;
+      return nullptr;
     }
   }
-  // On the run's stream, after the kernels queued before it, without
-  // waiting (the host waits when it reads a result); none: the legacy
-  // default stream, synchronized after the call.
   c.cudnnSetStream(s.handle, reinterpret_cast<cudaStream_t>(runStream()));
-  if (bytes > s.workspaceBytes) {
-    if (s.workspace) {
-      if (!check(drv, drv.cuCtxSynchronize(), entry) ||
-          !check(drv, drv.cuMemFree(s.workspace), entry))
-        return false;
-      s.workspace = 0;
-      s.workspaceBytes = 0;
-    }
-    if (!check(drv, drv.cuMemAlloc(&s.workspace, bytes), entry))
+  return &s;
+}
+
+/// Grows the thread's workspace to at least `bytes` (the old one freed once
+/// the device is idle).
+bool growWorkspace(const char *entry, const Driver &drv, ThreadState &s,
+                   size_t bytes) {
+  if (bytes <= s.workspaceBytes)
+    return true;
+  if (s.workspace) {
+    if (!check(drv, drv.cuCtxSynchronize(), entry) ||
+        !check(drv, drv.cuMemFree(s.workspace), entry))
       return false;
-    s.workspaceBytes = bytes;
+    s.workspace = 0;
+    s.workspaceBytes = 0;
   }
-  out = &s;
+  if (!check(drv, drv.cuMemAlloc(&s.workspace, bytes), entry))
+    return false;
+  s.workspaceBytes = bytes;
   return true;
 }
 
@@ -279,6 +283,30 @@ const Perf *choose(const char *entry, const Cudnn &c, const Descriptors &d,
   return nullptr;
 }
 
+/// One cuDNN routine: asks the heuristics for candidates
+/// (`heuristics(count, &found, perfs)`), takes the first that runs, sizes
+/// its workspace (`size(algo, &bytes)`), grows the thread's workspace and
+/// runs it (`execute(algo, workspace, bytes)`, reported as `what`).
+template <typename Perf, typename Heuristics, typename Size, typename Execute>
+bool runAlgorithm(const char *entry, const Driver &drv, const Cudnn &c,
+                  const Descriptors &d, ThreadState &s, const char *what,
+                  Heuristics heuristics, Size size, Execute execute) {
+  Perf perfs[kCandidates];
+  int found = 0;
+  size_t bytes = 0;
+  const Perf *perf = nullptr;
+  return succeeded(entry, c, heuristics(kCandidates, &found, perfs),
+                   "choosing an algorithm") &&
+         (perf = choose(entry, c, d, found, perfs)) &&
+         succeeded(entry, c, size(perf->algo, &bytes),
+                   "sizing the workspace") &&
+         growWorkspace(entry, drv, s, bytes) &&
+         succeeded(
+             entry, c,
+             execute(perf->algo, reinterpret_cast<void *>(s.workspace), bytes),
+             what);
+}
+
 enum class Routine { Forward, GradInput, GradWeight };
 
 /// Runs one routine of `p` (y/dy, x/dx, w/dw as the routine reads and
@@ -296,35 +324,29 @@ void run(const char *entry, Routine routine, Problem<T> p,
   Descriptors d(*c);
   if (!describe(entry, *c, p, d))
     return;
-  ThreadState *s = nullptr;
-  if (!prepare(entry, *drv, *c, 0, s))
+  ThreadState *s = threadHandle(entry, *c);
+  if (!s)
     return;
-  int found = 0;
-  size_t bytes = 0;
+  cudnnHandle_t h = s->handle;
   T one = 1, beta = overwrite ? T(0) : T(1);
   T *x = p.x->data + p.x->offset, *w = p.w->data + p.w->offset,
     *y = p.y->data + p.y->offset;
   switch (routine) {
-  case Routine::Forward: {
-    cudnnConvolutionFwdAlgoPerf_t perfs[kCandidates];
-    const cudnnConvolutionFwdAlgoPerf_t *perf = nullptr;
-    if (!succeeded(
-            entry, *c,
-            c->cudnnGetConvolutionForwardAlgorithm_v7(
-                s->handle, d.x, d.w, d.conv, d.y, kCandidates, &found, perfs),
-            "choosing an algorithm") ||
-        !(perf = choose(entry, *c, d, found, perfs)) ||
-        !succeeded(entry, *c,
-                   c->cudnnGetConvolutionForwardWorkspaceSize(
-                       s->handle, d.x, d.w, d.conv, d.y, perf->algo, &bytes),
-                   "sizing the workspace") ||
-        !prepare(entry, *drv, *c, bytes, s) ||
-        !succeeded(entry, *c,
-                   c->cudnnConvolutionForward(
-                       s->handle, &one, d.x, x, d.w, w, d.conv, perf->algo,
-                       reinterpret_cast<void *>(s->workspace), bytes, &beta,
-                       d.y, y),
-                   "cudnnConvolutionForward"))
+  case Routine::Forward:
+    if (!runAlgorithm<cudnnConvolutionFwdAlgoPerf_t>(
+            entry, *drv, *c, d, *s, "cudnnConvolutionForward",
+            [&](int n, int *found, cudnnConvolutionFwdAlgoPerf_t *perfs) {
+              return c->cudnnGetConvolutionForwardAlgorithm_v7(
+                  h, d.x, d.w, d.conv, d.y, n, found, perfs);
+            },
+            [&](cudnnConvolutionFwdAlgo_t algo, size_t *bytes) {
+              return c->cudnnGetConvolutionForwardWorkspaceSize(
+                  h, d.x, d.w, d.conv, d.y, algo, bytes);
+            },
+            [&](cudnnConvolutionFwdAlgo_t algo, void *ws, size_t bytes) {
+              return c->cudnnConvolutionForward(h, &one, d.x, x, d.w, w, d.conv,
+                                                algo, ws, bytes, &beta, d.y, y);
+            }))
       return;
     if (bias->sizes[0] > 0) {
       if (bias->sizes[0] != p.y->sizes[1]) {
@@ -342,61 +364,48 @@ void run(const char *entry, Routine routine, Problem<T> p,
                          int(bias->strides[0]), 1, 1),
                      "a bias descriptor") ||
           !succeeded(entry, *c,
-                     c->cudnnAddTensor(s->handle, &one, d.bias,
+                     c->cudnnAddTensor(h, &one, d.bias,
                                        bias->data + bias->offset, &one, d.y, y),
                      "adding the bias"))
         return;
     }
     break;
-  }
-  case Routine::GradInput: {
-    // y holds dy, x receives dx.
-    cudnnConvolutionBwdDataAlgoPerf_t perfs[kCandidates];
-    const cudnnConvolutionBwdDataAlgoPerf_t *perf = nullptr;
-    if (!succeeded(
-            entry, *c,
-            c->cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                s->handle, d.w, d.y, d.conv, d.x, kCandidates, &found, perfs),
-            "choosing an algorithm") ||
-        !(perf = choose(entry, *c, d, found, perfs)) ||
-        !succeeded(entry, *c,
-                   c->cudnnGetConvolutionBackwardDataWorkspaceSize(
-                       s->handle, d.w, d.y, d.conv, d.x, perf->algo, &bytes),
-                   "sizing the workspace") ||
-        !prepare(entry, *drv, *c, bytes, s) ||
-        !succeeded(entry, *c,
-                   c->cudnnConvolutionBackwardData(
-                       s->handle, &one, d.w, w, d.y, y, d.conv, perf->algo,
-                       reinterpret_cast<void *>(s->workspace), bytes, &beta,
-                       d.x, x),
-                   "cudnnConvolutionBackwardData"))
+  case Routine::GradInput: // y holds dy, x receives dx
+    if (!runAlgorithm<cudnnConvolutionBwdDataAlgoPerf_t>(
+            entry, *drv, *c, d, *s, "cudnnConvolutionBackwardData",
+            [&](int n, int *found, cudnnConvolutionBwdDataAlgoPerf_t *perfs) {
+              return c->cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                  h, d.w, d.y, d.conv, d.x, n, found, perfs);
+            },
+            [&](cudnnConvolutionBwdDataAlgo_t algo, size_t *bytes) {
+              return c->cudnnGetConvolutionBackwardDataWorkspaceSize(
+                  h, d.w, d.y, d.conv, d.x, algo, bytes);
+            },
+            [&](cudnnConvolutionBwdDataAlgo_t algo, void *ws, size_t bytes) {
+              return c->cudnnConvolutionBackwardData(h, &one, d.w, w, d.y, y,
+                                                     d.conv, algo, ws, bytes,
+                                                     &beta, d.x, x);
+            }))
       return;
     break;
-  }
-  case Routine::GradWeight: {
-    // y holds dy, w receives dw.
-    cudnnConvolutionBwdFilterAlgoPerf_t perfs[kCandidates];
-    const cudnnConvolutionBwdFilterAlgoPerf_t *perf = nullptr;
-    if (!succeeded(
-            entry, *c,
-            c->cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                s->handle, d.x, d.y, d.conv, d.w, kCandidates, &found, perfs),
-            "choosing an algorithm") ||
-        !(perf = choose(entry, *c, d, found, perfs)) ||
-        !succeeded(entry, *c,
-                   c->cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                       s->handle, d.x, d.y, d.conv, d.w, perf->algo, &bytes),
-                   "sizing the workspace") ||
-        !prepare(entry, *drv, *c, bytes, s) ||
-        !succeeded(entry, *c,
-                   c->cudnnConvolutionBackwardFilter(
-                       s->handle, &one, d.x, x, d.y, y, d.conv, perf->algo,
-                       reinterpret_cast<void *>(s->workspace), bytes, &beta,
-                       d.w, w),
-                   "cudnnConvolutionBackwardFilter"))
+  case Routine::GradWeight: // y holds dy, w receives dw
+    if (!runAlgorithm<cudnnConvolutionBwdFilterAlgoPerf_t>(
+            entry, *drv, *c, d, *s, "cudnnConvolutionBackwardFilter",
+            [&](int n, int *found, cudnnConvolutionBwdFilterAlgoPerf_t *perfs) {
+              return c->cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                  h, d.x, d.y, d.conv, d.w, n, found, perfs);
+            },
+            [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t *bytes) {
+              return c->cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                  h, d.x, d.y, d.conv, d.w, algo, bytes);
+            },
+            [&](cudnnConvolutionBwdFilterAlgo_t algo, void *ws, size_t bytes) {
+              return c->cudnnConvolutionBackwardFilter(h, &one, d.x, x, d.y, y,
+                                                       d.conv, algo, ws, bytes,
+                                                       &beta, d.w, w);
+            }))
       return;
     break;
-  }
   }
   if (!runStream())
     check(*drv, drv->cuStreamSynchronize(nullptr), entry);
