@@ -14,6 +14,8 @@ derived from the forward op that created their autograd node.
 """
 from __future__ import annotations
 
+import bisect
+import dis
 import os
 import sys
 import types
@@ -155,7 +157,30 @@ def _frame_info(f: types.FrameType) -> Optional[Frame]:
     if _own_frame(code):
         return None
     name = getattr(code, "co_qualname", code.co_name)
-    return Frame(code.co_filename, name, f.f_lineno or 0, max(f.f_lasti, 0))
+    return Frame(code.co_filename, name, f.f_lineno or 0, call_offset(code, max(f.f_lasti, 0)))
+
+
+# code -> sorted offsets of its instructions, and the offset each stands for.
+_CALLS: "weakref.WeakKeyDictionary[types.CodeType, tuple[list[int], list[int]]]" = weakref.WeakKeyDictionary()
+
+
+def call_offset(code: types.CodeType, lasti: int) -> int:
+    """The offset of the instruction a frame is at, whatever the
+    interpreter left in `f_lasti` for the same call: CPython 3.11 points a
+    frame that called a Python function into its CALL's inline caches, and
+    one whose C call was specialized at the PRECALL before it (after some
+    runs of the same code), so one call had up to three offsets. A site
+    must not change between iterations (or with terra's engine wrapper), so
+    an offset is its instruction's, and a PRECALL stands for its CALL."""
+    table = _CALLS.get(code)
+    if table is None:
+        ins = list(dis.get_instructions(code))
+        starts = [i.offset for i in ins]
+        means = [nxt.offset if i.opname == "PRECALL" else i.offset for i, nxt in zip(ins, ins[1:] + ins[-1:])]
+        table = _CALLS[code] = (starts, means)
+    starts, means = table
+    k = bisect.bisect_right(starts, lasti) - 1
+    return means[k] if k >= 0 else lasti
 
 
 _ENGINE_ENTRIES = {"backward", "grad", "_engine_run_backward"}

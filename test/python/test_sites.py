@@ -1,4 +1,5 @@
 """Sites (python/terra/sites.py): which frames identify where an op ran."""
+import dis
 import os
 import sys
 
@@ -24,3 +25,38 @@ def test_torch_plumbing_frames_are_not_part_of_a_site():
         assert not any(f.file.endswith(plumbing.split("/")[-1]) for f in site.frames), plumbing
     site = _through("torch/nn/modules/linear.py", here)
     assert any(f.file.endswith("linear.py") for f in site.frames), site.frames
+
+
+def test_a_call_keeps_its_site_however_the_interpreter_runs_it():
+    """CPython 3.11 leaves a caller's `f_lasti` at its CALL, inside the
+    CALL's inline caches (a Python callee), or at the PRECALL before it (a
+    C call specialized after a few runs). The same call must keep one site
+    across iterations: `sorted` with a key specializes (found through the
+    autograd engine's entry, whose offset changed once terra wrapped the
+    engine in Python: an op's feed in the backward then deviated)."""
+    sites = []
+
+    def key(x):
+        sites.append(capture(sys._getframe(1), None)[0])
+        return x
+
+    def python_callee(x):
+        sites.append(capture(sys._getframe(1), None)[0])
+        return x
+
+    def builtin_call():
+        return sorted([1], key=key)
+
+    def python_call():
+        return python_callee(1)
+
+    for _ in range(30):
+        builtin_call()
+    assert len(set(sites)) == 1
+    sites.clear()
+    for _ in range(30):
+        python_call()
+    assert len(set(sites)) == 1
+    code = python_call.__code__
+    call = next(i.offset for i in dis.get_instructions(code) if i.opname == "CALL")
+    assert sites[0].frames[0].offset == call
