@@ -35,8 +35,8 @@ from typing import Any, Optional
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from . import backward, native, relax, replay, tracing
-from .placeholder import Placeholder, Token, real, view_placeholder
+from . import backward, dropout, native, relax, replay, tracing
+from .placeholder import Placeholder, Token, ValueUnavailable, real, view_placeholder
 from .loops import restrict, transitions
 from .replay import _MISS, TapeRecorder, WeakResults, _Replayed, logged_outputs
 from .runio import resolve_later, tensor_spec, to_torch
@@ -437,6 +437,8 @@ class CoExecutor(TapeRecorder, _Recorder):
         return mode
 
     def __torch_dispatch__(self, func: Any, types_: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
+        if func is dropout.NATIVE_DROPOUT and not self.paused and (parts := dropout.split_args(args, kwargs)):
+            return dropout.split(self.__torch_dispatch__, types_, parts)
         # The replay's common case first: the op the tape expects next.
         if self.fast and not self.b_depth and not self.paused:
             q = self.pos
@@ -638,10 +640,19 @@ class CoExecutor(TapeRecorder, _Recorder):
                 forced.out._terra_real = forced.value
             return forced.out
 
+        reads = name not in tracing.HOST_RNG_OPS  # values it reads, the host has them now
+        written = tracing.written_args(func, args, kwargs) if reads else ()
+
         def scratch(x: Any) -> Any:
-            if isinstance(x, Placeholder):
-                return torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype)
-            return x
+            if not isinstance(x, Placeholder):
+                return x
+            if reads and not any(x is w for w in written):
+                if x._terra_real is None:
+                    raise ValueUnavailable(f"{name} reads a value the host does not have")
+                return x._terra_real
+            # On the placeholder's device: a CUDA op draws from the CUDA
+            # generator, as in eager.
+            return dropout.scratch_like(x)
         with self.pause():
             if any(isinstance(x, (list, tuple, dict)) for x in (*args, *kwargs.values())):
                 rargs, rkwargs = tree_map(scratch, args), tree_map(scratch, kwargs)
@@ -656,6 +667,11 @@ class CoExecutor(TapeRecorder, _Recorder):
             # the value drawn here.
             self.log.append((_same, (rargs[0],), {}, target, self.current_site))
             return target
+        for k, x in enumerate(args):
+            if k and isinstance(x, Placeholder) and any(x is w for w in written):
+                # Written besides the result (rrelu's noise): the drawn value.
+                x._terra_real = rargs[k]
+                self.log.append((_same, (rargs[k],), {}, x, self.current_site))
         return out
 
     def _token_of(self, t: torch.Tensor) -> Token:
@@ -905,11 +921,12 @@ class CoExecutor(TapeRecorder, _Recorder):
                 e.kind, e.mat_kind = "mat", kind
                 self._site_info = (forced.site, forced.reached, forced.loops)
                 self._b_answer = forced.entry.answer
-            if isinstance(t, Placeholder) and forced.value is not None:
+            if top and isinstance(t, Placeholder) and forced.value is not None:
                 t._terra_real = forced.value
-            if not top and kind == "shape" and forced.entry.mask_reads and isinstance(t, Placeholder):
-                # A boolean mask the replayed index read: read again (the run
-                # keeps what it published), as the recording did.
+            if not top and kind in ("shape", "value") and forced.entry.mask_reads and isinstance(t, Placeholder):
+                # A boolean mask the replayed index read, or a value a random
+                # op read: read again (the run keeps what it published), as
+                # the recording did.
                 flat = flat_inputs(forced.args, forced.kwargs)
                 answer = next((a for k, a in forced.entry.mask_reads if flat[k] is t), None)
                 if answer is not None:
@@ -940,8 +957,9 @@ class CoExecutor(TapeRecorder, _Recorder):
             if isinstance(t, Placeholder):
                 value = t._terra_real
                 self._b_answer = ("fetch",) + self._last_fetch if self._last_fetch else ("known",)
-                if not top and kind == "shape" and self.b_current is not None:
-                    self._b_masks.append((t, self._b_answer))  # a boolean mask's read (tracing._dispatch)
+                if not top and kind in ("shape", "value") and self.b_current is not None:
+                    # A boolean mask's read, or a random op's (tracing._dispatch).
+                    self._b_masks.append((t, self._b_answer))
             else:
                 value = self._updated_value(t)
                 self._b_answer = (("plain",) if value is None else ("updated-fetch",) + self._last_fetch

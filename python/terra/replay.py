@@ -201,6 +201,10 @@ class TapeRecorder:
                             reads.append((next(k for k, x in enumerate(self.b_flat) if x is m), answer))
                     e.mask_reads = tuple(reads)
                     e.kind = "op"
+                elif e.kind == "rng" and self._b_masks:
+                    # The values a random op read (tracing.HOST_RNG_VALUE_OPS).
+                    e.mask_reads = tuple((k, a) for k, x in enumerate(self.b_flat)
+                                         for t, a in self._b_masks if t is x)
                 flat_in = self.b_flat
                 e.written = tuple(next(k for k, x in enumerate(flat_in) if x is w) for w in self._written_now)
                 self._recipes(e, out, flat_in)
@@ -520,6 +524,8 @@ class TapeRecorder:
                     self.layout.append(tuple(tuple(t.shape) for t in _flat_tensors_deep(inferred)))
         if kind == "mat":
             return self._replay_answer(q, e, args[0], lambda v: func(v, *args[1:], **kwargs), func, args, kwargs)
+        if kind == "rng" and e.mask_reads and not self._read_masks(e, args, kwargs):
+            return _MISS  # (the values a random op reads, fetched as recorded)
         fwd = self._forward
         if fwd is not None:  # _note_nodes, its common case inline
             if fwd.entry.struct is None and isinstance(fwd.out, torch.Tensor):

@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 import torch
 from torch._C import _len_torch_dispatch_stack
+from torch.utils._pytree import tree_map
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode, _pop_mode, _push_mode
 
 try:  # torch 1.13: one Python handler runs the mode stack (see _DirectMode)
@@ -41,7 +42,7 @@ except ImportError:  # torch 2.x keeps the modes on a C++ stack: no handler to r
     _set_torch_dispatch_mode = None
     _TorchDispatchStackMode = None
 
-from . import mlir_text, relax, sizes
+from . import dropout, mlir_text, relax, sizes
 from .loops import LoopCounter
 from .sites import BackwardSites, Frame, Site, capture, engine_frame, is_engine_site
 from .placeholder import Placeholder
@@ -63,7 +64,8 @@ METADATA_OPS = frozenset({"aten.is_same_size", "aten.sym_size", "aten.sym_stride
 UNMARKED_WRITES = {"aten.native_batch_norm": ("running_mean", "running_var"),
                    "aten._native_batch_norm_legit": ("running_mean", "running_var"),
                    "aten.cudnn_batch_norm": ("running_mean", "running_var"),
-                   "aten.miopen_batch_norm": ("running_mean", "running_var")}
+                   "aten.miopen_batch_norm": ("running_mean", "running_var"),
+                   "aten.rrelu_with_noise": ("noise",)}
 
 
 # Random-number ops whose result does not depend on their tensor inputs
@@ -75,7 +77,23 @@ HOST_RNG_OPS = frozenset({
     "aten.rand", "aten.randn", "aten.rand_like", "aten.randn_like", "aten.randint",
     "aten.randint.low", "aten.randint_like", "aten.randint_like.low_dtype", "aten.randperm",
     "aten.bernoulli_.float", "aten.bernoulli.p", "aten.uniform_", "aten.normal_",
-    "aten.exponential_", "aten.geometric_", "aten.log_normal_", "aten.cauchy_"})
+    "aten.exponential_", "aten.geometric_", "aten.log_normal_", "aten.cauchy_",
+    "aten.rand.generator", "aten.randn.generator", "aten.rand.names", "aten.randn.names",
+    "aten.rand.generator_with_names", "aten.randn.generator_with_names", "aten.randint.generator",
+    "aten.randint.low_generator", "aten.randperm.generator", "aten.normal.float_float",
+    "aten.random_", "aten.random_.to", "aten.random_.from",
+    "terra.dropout_mask"})  # native_dropout's mask (dropout.py)
+# Random-number ops whose result depends on their inputs' values
+# (probabilities, means, rates, the activation rrelu scales). They run on
+# the host as well, after the host reads the values they take (fetch points
+# in every phase): in the graph they could only be host callbacks on the
+# graph's thread, drawing from the generator at another time than eager.
+# rrelu_with_noise draws only when training. Any other op with a Generator
+# argument is taken for one of these (OpInfo.random).
+HOST_RNG_VALUE_OPS = frozenset({
+    "aten.bernoulli", "aten.bernoulli_.Tensor", "aten.multinomial", "aten.normal.Tensor_float",
+    "aten.normal.float_Tensor", "aten.normal.Tensor_Tensor", "aten.poisson", "aten.binomial",
+    "aten._standard_gamma", "aten._sample_dirichlet", "aten.rrelu_with_noise"})
 
 
 def storage_of(t: torch.Tensor) -> Any:
@@ -129,12 +147,13 @@ class OpInfo:
     sets) per argument with alias information; `ret_alias`: per return,
     (alias sets, is_write) or None."""
 
-    __slots__ = ("name", "aten", "args", "arg_alias", "ret_alias")
+    __slots__ = ("name", "aten", "args", "arg_alias", "ret_alias", "random")
 
     def __init__(self, func: Any):
         schema = func._schema
         self.name = op_name(func)
-        self.aten = schema.name.split("::", 1)[0] == "aten"
+        # terra's own ops (dropout.py) are recorded like aten's.
+        self.aten = schema.name.split("::", 1)[0] in ("aten", "terra")
         self.args = tuple((i, a.name, a.kwarg_only, _is_tensor_type(str(a.type)),
                            a.alias_info is not None and a.alias_info.is_write)
                           for i, a in enumerate(schema.arguments))
@@ -142,6 +161,10 @@ class OpInfo:
                                for i, a in enumerate(schema.arguments) if a.alias_info is not None)
         self.ret_alias = tuple((frozenset(r.alias_info.before_set), r.alias_info.is_write)
                                if r.alias_info is not None else None for r in schema.returns)
+        # Draws random numbers: takes a generator (torch's schemas give every
+        # random op one), or is one of the random ops listed above.
+        self.random = (self.name in HOST_RNG_OPS or self.name in HOST_RNG_VALUE_OPS
+                       or any("Generator" in str(a.type) for a in schema.arguments))
 
 
 _OP_INFO: dict[Any, OpInfo] = {}
@@ -509,6 +532,8 @@ class _Recorder(TorchDispatchMode):
 
     # -- ops -----------------------------------------------------------------
     def __torch_dispatch__(self, func: Any, types_: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
+        if func is dropout.NATIVE_DROPOUT and not self.paused and (parts := dropout.split_args(args, kwargs)):
+            return dropout.split(self.__torch_dispatch__, types_, parts)
         # The tracer's own code runs outside tracing mode (loops.py); the
         # hook belongs to the step's thread (ops of other threads, e.g. an
         # autograd device thread, must not touch it).
@@ -566,12 +591,16 @@ class _Recorder(TorchDispatchMode):
                     # Same memory, same key: `loss.detach()` kept is `loss` kept.
                     self._escape_candidates.append(weakref.ref(out))
             return out
-        if name in HOST_RNG_OPS:
+        value_rng = info.random and name not in HOST_RNG_OPS and (
+            name != "aten.rrelu_with_noise" or _arg(func, args, kwargs, "training", False))
+        if name in HOST_RNG_OPS or value_rng:
             self._kind = "rng"
-            if info.args and info.args[0][4]:
-                # Written in place by the host: later reads are fresh feeds.
-                target = args[0]
-                self._written_now = [target]
+            written = written_args(func, args, kwargs)
+            if value_rng:
+                args, kwargs = self._read_operands(func, args, kwargs, written, site)
+            # Written in place by the host: later reads are fresh feeds.
+            self._written_now = written
+            for target in written:
                 self.producers.pop(self.key(target), None)
                 self._written(target)
             out = self._run_host_rng(func, name, args, kwargs)
@@ -622,6 +651,22 @@ class _Recorder(TorchDispatchMode):
     def _run_host_rng(self, func: Any, name: str, args: tuple, kwargs: dict) -> Any:
         """Runs a random-number op (HOST_RNG_OPS) on the host."""
         return func(*args, **kwargs)
+
+    def _read_operands(self, func: Any, args: tuple, kwargs: dict, written: list,
+                       site: Site) -> tuple[tuple, dict]:
+        """The values a random op of HOST_RNG_VALUE_OPS reads, read by the
+        host (a fetch of each one the graph computes, kind "value"): the
+        call's arguments with each tensor it reads replaced by what the
+        host has for it (while tracing, the tensor itself)."""
+        def current(t: Any) -> Any:
+            if not isinstance(t, torch.Tensor) or any(t is w for w in written):
+                return t
+            return self.materialize(t, "value", self._operand_value, site)
+        return tree_map(current, args), tree_map(current, kwargs)
+
+    def _operand_value(self, t: torch.Tensor) -> torch.Tensor:
+        """What a host-drawn random op reads for `t` (see _read_operands)."""
+        return t
 
     def _operands(self, func: Any, name: str, args: tuple, kwargs: dict,
                   site: Site) -> tuple[list[ValueRef], dict[str, Any], list[torch.Tensor]]:
@@ -1021,6 +1066,14 @@ def _python_value(v: Any) -> Any:
         if sym is not None and isinstance(v, sym):
             return kind(v)
     raise TraceProblem(f"argument of type {type(v).__name__} is not expressible")
+
+
+def written_args(func: Any, args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    """The tensors a call writes in place (its schema's, and UNMARKED_WRITES)."""
+    info = op_info(func)
+    unmarked = UNMARKED_WRITES.get(info.name, ())
+    return [v for (_, aname, _, _, writes), v in passed_args(info.args, args, kwargs)
+            if isinstance(v, torch.Tensor) and (writes or aname in unmarked)]
 
 
 def passed_args(arg_info: Any, args: tuple, kwargs: dict) -> Iterator[tuple]:

@@ -106,6 +106,25 @@ def test_adam_with_item_on_cuda_matches_eager() -> None:
     compare(build, inputs, max_fallbacks=0, device="cuda")
 
 
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device (scripts/gpu-check.sh runs it there)")
+def test_dropout_and_noise_on_cuda_match_eager() -> None:
+    # On CUDA, dropout is the fused native_dropout: its mask is drawn on
+    # the host from the CUDA generator (dropout.py), and so is the noise
+    # (a random op on a CUDA placeholder draws on its device).
+    def loss(model, x, y):
+        h = model[1](model[0](x + torch.rand(x.shape, device=x.device) * 0.1))
+        return F.cross_entropy(model[3](model[2](h)), y)
+
+    def build():
+        step, model, opt = sgd_program(loss=loss, momentum=0.9, model_fn=lambda: torch.nn.Sequential(
+            torch.nn.Linear(6, 16), torch.nn.Dropout(0.3), torch.nn.Tanh(), torch.nn.Linear(16, 3)))()
+        model.cuda()
+        return step, model, opt
+    inputs = [(x.cuda(), y.cuda()) for x, y in batches(12)]
+    stats = compare(build, inputs, max_fallbacks=0, device="cuda")
+    assert stats["coexec_iterations"] >= 4, stats
+
+
 def test_state_on_another_device_is_a_clear_error_at_the_first_call() -> None:
     model = torch.nn.Linear(4, 2, device="meta")
 

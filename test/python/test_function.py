@@ -193,6 +193,36 @@ def test_dropout_and_random_noise_match_eager_bit_for_bit() -> None:
     assert stats["coexec_iterations"] >= 4
 
 
+class _FusedDropout(nn.Module):
+    """Dropout as torch runs it on CUDA (`aten.native_dropout`, the fused
+    kernel) rather than on the CPU (`bernoulli_` then a multiply)."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.native_dropout(x, self.p, self.training)[0]
+
+
+def test_fused_dropout_masks_are_drawn_on_the_host_like_eager() -> None:
+    # native_dropout's mask comes from the generator and the input's shape
+    # only: the host draws it where eager does (between the noise draws),
+    # and the graph applies it (native_dropout_backward), so the numbers
+    # are eager's. As a host callback on the graph's thread it drew at
+    # another time than eager, and the results differed.
+    def loss(model, x, y):
+        noise = torch.rand(x.shape) * 0.1
+        h = model[0](x + noise)
+        h = model[1](h) + torch.rand(h.shape) * 0.01
+        return F.cross_entropy(model[3](model[2](h)), y)
+    make = sgd_program(loss=loss, momentum=0.9, model_fn=lambda: nn.Sequential(
+        nn.Linear(6, 16), _FusedDropout(0.3), nn.Tanh(), nn.Linear(16, 3)))
+    stats = compare(make, batches(14), max_fallbacks=0)
+    assert stats["coexec_iterations"] >= 4
+    assert stats["replayed_iterations"] >= 2
+
+
 def test_constant_targets_reused_across_host_ops() -> None:
     # A GAN-style step: `ones`/`zeros` targets made once and used by several
     # losses (binary_cross_entropy_with_logits runs as a host callback).

@@ -9,7 +9,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import terra
-from terra import coexec, native
+from terra import coexec, dropout, native
 
 from coexec_helpers import batches, compare, sgd_program
 
@@ -126,3 +126,91 @@ def test_dropout_still_matches_eager_under_compare() -> None:
                                                       nn.Dropout(0.1), nn.Linear(16, 3)))
     stats = compare(make, batches(8), max_fallbacks=0)
     assert stats["coexec_iterations"] >= 4
+
+
+def test_dropout_mask_draws_what_native_dropout_draws() -> None:
+    # terra::dropout_mask is native_dropout's mask from the same generator
+    # state, leaving the same state, for a view with an offset too; its
+    # output is native_dropout_backward(x, mask, scale) bit for bit.
+    base = torch.randn(9, 13)
+    for x in (base, base[2:, 1:], base.t()):
+        torch.manual_seed(3)
+        ref_out, ref_mask = torch.native_dropout(x, 0.3, True)
+        ref_next = torch.rand(4)
+        torch.manual_seed(3)
+        mask = dropout.DROPOUT_MASK(x, 0.3, True)
+        assert torch.equal(mask, ref_mask) and mask.stride() == ref_mask.stride()
+        assert torch.equal(torch.rand(4), ref_next)
+        x_, p, train, scale = dropout.split_args((x, 0.3, True), {})
+        assert x_ is x and (p, train) == (0.3, True)
+        assert torch.equal(torch.ops.aten.native_dropout_backward(x, mask, scale), ref_out)
+
+
+def test_only_training_dropout_of_floats_is_split() -> None:
+    x = torch.randn(3)
+    assert dropout.split_args((x, 0.5, False), {}) is None  # evaluation: no draw
+    assert dropout.split_args((x.long(), 0.5, True), {}) is None
+    assert dropout.split_args((x, 1.5, True), {}) is None
+    assert dropout.split_args((x,), {"p": 1.0, "train": None})[1:] == (1.0, None, 0.0)
+    assert dropout.split_args((x, 0.5), {"train": True})[3] == 2.0
+
+
+def test_evaluation_mode_fused_dropout_stays_in_the_graph() -> None:
+    def loss(model, x, y):
+        return F.cross_entropy(model[1](torch.native_dropout(model[0](x), 0.4, False)[0]), y)
+    make = sgd_program(loss=loss, model_fn=lambda: nn.Sequential(nn.Linear(6, 8), nn.Linear(8, 3)))
+    stats = compare(make, batches(8), max_fallbacks=0)
+    assert stats["replayed_iterations"] >= 2
+
+
+_VALUE_DRAWS = {
+    "bernoulli": lambda h: h * torch.bernoulli(torch.sigmoid(h).detach()),
+    "bernoulli_": lambda h: h * torch.empty_like(h).bernoulli_(torch.sigmoid(h).detach()),
+    "multinomial": lambda h: h + torch.multinomial(torch.softmax(h.detach(), 1), 2, replacement=True)
+    .float().sum(1, keepdim=True),
+    "normal": lambda h: h + torch.normal(h.detach(), 0.1) + torch.normal(0.0, h.detach().abs() + 0.1),
+    "poisson": lambda h: h + torch.poisson(h.detach().abs()),
+    "rrelu": lambda h: F.rrelu(h, training=True),
+}
+
+
+@pytest.mark.parametrize("draw", sorted(_VALUE_DRAWS))
+def test_random_ops_that_read_values_draw_on_the_host_like_eager(draw: str) -> None:
+    # Their inputs come from the graph: the host reads them (fetches) and
+    # draws where eager draws, between the program's other draws. As host
+    # callbacks on the graph's thread they drew at other times (wrong
+    # numbers; multinomial, poisson and rrelu also fell back every step).
+    def loss(model, x, y):
+        h = _VALUE_DRAWS[draw](model[0](x + torch.rand(x.shape)))
+        return F.cross_entropy(model[1](h + torch.rand(h.shape) * 0.1), y)
+    make = sgd_program(loss=loss, momentum=0.9, model_fn=lambda: nn.Sequential(nn.Linear(6, 16), nn.Linear(16, 3)))
+    stats = compare(make, batches(12), max_fallbacks=0)
+    assert stats["replayed_iterations"] >= 4
+
+
+_SHAPE_DRAWS = {
+    "randn(generator=)": lambda h, g: h + torch.randn(h.shape, generator=g),
+    "randperm(generator=)": lambda h, g: h[torch.randperm(h.shape[0], generator=g)],
+    "normal(float, float)": lambda h, g: h + torch.normal(0.0, 0.5, size=tuple(h.shape)),
+    "random_": lambda h, g: h + torch.empty(h.shape).random_(3),
+    "random_(from, to)": lambda h, g: h + torch.empty(h.shape).random_(1, 4, generator=g),
+}
+
+
+@pytest.mark.parametrize("draw", sorted(_SHAPE_DRAWS))
+def test_random_constructors_of_every_form_draw_on_the_host(draw: str) -> None:
+    # Forms with an explicit generator made the step run eagerly for good
+    # (a Generator argument is not expressible in the graph); normal(float,
+    # float) and random_ were graph ops whose draws came at other times
+    # than eager's (wrong numbers). Every op taking a Generator is drawn on
+    # the host now (tracing.OpInfo.random).
+    def make() -> tuple:
+        gen = torch.Generator().manual_seed(7)  # the program's own, one per copy
+
+        def loss(model, x, y):
+            h = _SHAPE_DRAWS[draw](model[0](x + torch.rand(x.shape)), gen)
+            return F.cross_entropy(model[1](h + torch.rand(h.shape) * 0.1), y)
+        return sgd_program(loss=loss, momentum=0.9, model_fn=lambda: nn.Sequential(
+            nn.Linear(6, 16), nn.Linear(16, 3)))()
+    stats = compare(make, batches(12), max_fallbacks=0)
+    assert stats["replayed_iterations"] >= 4
