@@ -373,7 +373,7 @@ class CoExecutor(TapeRecorder, _Recorder):
     # -- recording hooks -------------------------------------------------------
     def problem(self, text: str) -> None:
         super().problem(text)
-        self._deviate(f"cannot co-execute: {text}")
+        self._deviate(f"cannot co-execute: {text}", self.current_site)
 
     def value_of(self, t: torch.Tensor, site: Site) -> ValueRef:
         n = len(self.trace.events)
@@ -504,7 +504,7 @@ class CoExecutor(TapeRecorder, _Recorder):
         try:
             out = self._placeholders(func, name, args, kwargs)
         except MetaUnavailable as exc:
-            self._deviate(f"cannot infer the result of {name} without running it: {exc}")
+            self._deviate(f"cannot infer the result of {name} without running it: {exc}", self.current_site)
             return func(*args, **kwargs)
         logged = WeakResults(out, self) if self.in_engine else out
         self.log.append((func, args, kwargs, logged, self.current_site))

@@ -223,6 +223,20 @@ def test_fused_dropout_masks_are_drawn_on_the_host_like_eager() -> None:
     assert stats["replayed_iterations"] >= 2
 
 
+def test_a_fallback_at_an_op_without_a_shape_rule_names_its_line() -> None:
+    # torch 1.13 has no meta kernel for kthvalue: the host cannot shape its
+    # result without running it, so the step falls back there, and the
+    # fallback names the program's line (it said "<unknown>").
+    def loss(model, x, y):
+        h = model(x)
+        return F.cross_entropy(h, y) + torch.kthvalue(h, 2, dim=1).values.mean()
+    stats = compare(sgd_program(loss=loss), batches(6), max_fallbacks=6)
+    if terra_function._TORCH_1_13:
+        assert stats["fallbacks"]
+    for f in stats["fallback_log"]:
+        assert "test_function.py" in f["site"], f
+
+
 def test_constant_targets_reused_across_host_ops() -> None:
     # A GAN-style step: `ones`/`zeros` targets made once and used by several
     # losses (binary_cross_entropy_with_logits runs as a host callback).
