@@ -331,9 +331,39 @@ class TerraFunction:
         if trace.problems:
             self._go_eager("the step cannot be compiled: " + "; ".join(trace.problems))
             return None
+        if trace.adopt and self._adopt(trace.adopt):
+            return None
         if self._relax(trace):
             return None
         return self._merge(trace)
+
+    def _adopt(self, tensors: list) -> bool:
+        """Tensors the program holds outside its modules and optimizers and
+        the step writes in place (an average of the weights, a running
+        metric) become persistent state, and tracing starts again: the
+        traces so far fed them as constants. Returns True if it did; a
+        tensor on another device than the graph's stays a reason to run
+        eagerly."""
+        elsewhere = [t for t in tensors if t.device.type != self.device]
+        if elsewhere:
+            self._go_eager(f"the step writes in place into a tensor on {elsewhere[0].device} from outside "
+                           f"the step (shape {list(elsewhere[0].shape)}); the graph runs on {self.device}")
+            return True
+        names = self.registry.adopt(tensors)
+        if not names:
+            return False
+        self._log(f"tensors the step writes in place become persistent state: {', '.join(names)}; "
+                  "tracing again")
+        self._restart_tracing()
+        return True
+
+    def _restart_tracing(self) -> None:
+        """Drops the traces and the graph: the next calls trace again."""
+        self.session, self.traces, self.graph = None, [], None
+        self.keys.clear()
+        self.host_calls.clear()
+        self.state_types.clear()
+        self.phase = "tracing"
 
     def _regenerate(self, why: str) -> None:
         self.stats.regenerations += 1
@@ -398,11 +428,7 @@ class TerraFunction:
         if entries:
             self._log("relaxing changing size arguments: " + ", ".join(
                 sorted({f"{name}.{arg}[{i}]" for _, name, arg, i in entries})) + "; tracing again")
-        self.session, self.traces, self.graph = None, [], None
-        self.keys.clear()
-        self.host_calls.clear()
-        self.state_types.clear()
-        self.phase = "tracing"
+        self._restart_tracing()
         return True
 
     def _merge(self, trace: Trace) -> Optional[bool]:

@@ -12,10 +12,16 @@ tensor object in some iterations):
     buffer:<module path>         e.g. buffer:bn.running_mean
 
 Parameters an optimizer holds that no given module names are called
-`opt<i>.group<j>.<k>`.
+`opt<i>.group<j>.<k>`. Tensors the program holds elsewhere (a closure, a
+global, an object's attribute) and the step writes in place, such as an
+exponential moving average of the weights or a running metric, are adopted
+as they are found (`adopt`) and called `held:<i>`:
+
+    held:0                       the first such tensor
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
@@ -38,6 +44,8 @@ class StateRegistry:
                  optimizers: Iterable[torch.optim.Optimizer] = ()):
         self.modules = list(modules)
         self.optimizers = list(optimizers)
+        # Weak references to adopted tensors (`adopt`), in adoption order.
+        self.held: list[weakref.ref] = []
         self._sig: Any = None  # what `_slots` were built from (see slots)
         self._slots: list[StateSlot] = []
         # Counts rebuilds of `_slots`: equal generations, the same slots in
@@ -99,10 +107,12 @@ class StateRegistry:
         # each parameter and the module of each buffer: a new one of any of
         # them, a new name or a new tensor-valued state key is a new layout.
         states = [[opt.state.get(p) for p in params] for opt in self.optimizers]
+        held = [r() for r in self.held]
         sig = ([(names[id(p)], id(p)) for p in params],
                [(name, id(mod), attr) for name, mod, attr in buffers],
                [[None if not st else (id(st), [k for k, v in st.items() if isinstance(v, torch.Tensor)])
-                 for st in opt_states] for opt_states in states])
+                 for st in opt_states] for opt_states in states],
+               [id(t) for t in held])
         if sig == self._sig:
             return list(self._slots)
         out: list[StateSlot] = []
@@ -122,9 +132,26 @@ class StateRegistry:
         for name, mod, attr in buffers:
             out.append(StateSlot(f"buffer:{name}", lambda mod=mod, attr=attr: getattr(mod, attr),
                                  _attr_setter(mod, attr)))
+        for i, r in enumerate(self.held):
+            out.append(StateSlot(f"held:{i}", r, _held_setter(r)))
         self._sig, self._slots = sig, out
         self.generation += 1
         return list(out)
+
+    def adopt(self, tensors: Iterable[torch.Tensor]) -> list[str]:
+        """Makes tensors the program holds outside the modules and
+        optimizers persistent state (the step writes them in place: the
+        graph reads them as state and the commit writes them back in
+        place). Returns the new slots' names; a tensor adopted already, or
+        one the slots hold, is not adopted again."""
+        known = {id(t) for s in self.slots() if (t := s.get()) is not None}
+        names = []
+        for t in tensors:
+            if id(t) not in known:
+                known.add(id(t))
+                names.append(f"held:{len(self.held)}")
+                self.held.append(weakref.ref(t))
+        return names
 
     def tensors(self) -> dict[str, torch.Tensor]:
         """name -> tensor for every slot that holds one now."""
@@ -184,6 +211,18 @@ def _dict_setter(d: dict, key: object) -> Callable[[Optional[torch.Tensor]], Non
             _assign(cur, value)
         else:
             d[key] = _fresh(value)
+    return set_
+
+
+def _held_setter(ref: weakref.ref) -> Callable[[Optional[torch.Tensor]], None]:
+    def set_(value: Optional[torch.Tensor]) -> None:
+        cur = ref()
+        if cur is None or value is None:
+            return  # the program dropped it (nothing reads it), or nothing to write
+        if not _replaceable(cur, value):
+            raise ValueError(f"an adopted tensor of shape {list(cur.shape)} cannot take a value of "
+                             f"shape {list(value.shape)} ({value.dtype}) in place")
+        _assign(cur, value)
     return set_
 
 

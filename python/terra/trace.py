@@ -140,6 +140,10 @@ class Trace:
     dropped_state: list[str] = field(default_factory=list)
     # Why the trace cannot be compiled (empty: it can).
     problems: list[str] = field(default_factory=list)
+    # Tensors from outside the step that it wrote in place and that are not
+    # persistent state yet: the function adopts them (StateRegistry.adopt)
+    # and traces again.
+    adopt: list[Any] = field(default_factory=list)
     # What Python read, in order, and the values it got in the eager run.
     materializations: list[Materialization] = field(default_factory=list)
     materialized: list[Any] = field(default_factory=list)

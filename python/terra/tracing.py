@@ -527,8 +527,14 @@ class _Recorder(TorchDispatchMode):
         in eager mode but not in the graph: nothing commits feeds. It is
         fine when the tensor ends up as persistent state (e.g. optimizer
         state created during the step), which is committed; `finish` checks."""
-        if isinstance(self.trace.events[ref.event], FeedEvent) and self.base(t) not in self.host_made:
-            self.written_feeds.setdefault(self.base(t), list(t.shape))
+        ev = self.trace.events[ref.event]
+        if isinstance(ev, FeedEvent) and self.base(t) not in self.host_made:
+            # A tensor the program holds outside the step (not an argument)
+            # can become persistent state (`finish`).
+            held = t if t._base is None else t._base
+            adoptable = (isinstance(ev.source, ConstSource) and type(held) in (torch.Tensor, torch.nn.Parameter)
+                         and not held.requires_grad)
+            self.written_feeds.setdefault(self.base(t), (list(t.shape), held if adoptable else None))
 
     # -- ops -----------------------------------------------------------------
     def __torch_dispatch__(self, func: Any, types_: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
@@ -1022,9 +1028,12 @@ class _Recorder(TorchDispatchMode):
                 continue
             self._append(FetchEvent(ref, TensorType.of(t), commit_site_of(name), "commit", name))
             self.written_feeds.pop(self.base(t), None)
-        for shape in self.written_feeds.values():
-            self.problem(f"writes in place into a tensor from outside the step (shape {shape}) that is not "
-                         "persistent state; the write would not be committed")
+        for shape, held in self.written_feeds.values():
+            if held is not None:
+                self.trace.adopt.append(held)
+            else:
+                self.problem(f"writes in place into a tensor from outside the step (shape {shape}) that is "
+                             "not persistent state; the write would not be committed")
         self._record_escapes()
         self.keepalive.clear()
         return self.trace

@@ -237,6 +237,47 @@ def test_a_fallback_at_an_op_without_a_shape_rule_names_its_line() -> None:
         assert "test_function.py" in f["site"], f
 
 
+def test_tensors_the_step_updates_in_place_outside_its_modules_are_state() -> None:
+    # An average of the weights, a running loss and a label histogram held
+    # in the program's own tensors (not buffers): the step writes them in
+    # place. They are adopted as persistent state (held:<i>) and tracing
+    # starts again; the step then co-executes, and after every step they
+    # hold what eager leaves in them. (The step ran eagerly for good.)
+    def build() -> tuple:
+        torch.manual_seed(0)
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        held = {"ema": [p.detach().clone() for p in model.parameters()],
+                "total": torch.zeros(()), "hist": torch.zeros(3)}
+
+        def step(x, y):
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            with torch.no_grad():
+                for e, p in zip(held["ema"], model.parameters()):
+                    e.mul_(0.9).add_(p, alpha=0.1)
+            held["total"] += loss.detach()
+            held["hist"].index_add_(0, y, torch.ones(len(y)))
+            return loss
+        return model, held, step
+    model_e, held_e, step_e = build()
+    model_t, held_t, step_t = build()
+    fn = terra.function(step_t, cache_dir=None)
+    ema_ids = [id(t) for t in held_t["ema"]]
+    for i, (x, y) in enumerate(batches(12)):
+        torch.testing.assert_close(fn(x, y), step_e(x, y), **TOL)
+        fn.wait_compiled()
+        for a, b in zip(held_t["ema"] + [held_t["total"], held_t["hist"]],
+                        held_e["ema"] + [held_e["total"], held_e["hist"]]):
+            torch.testing.assert_close(a, b, **TOL, msg=f"step {i}")
+    assert [id(t) for t in held_t["ema"]] == ema_ids  # the program's own tensors, written in place
+    stats = terra.stats(fn)
+    assert stats["fallbacks"] == 0 and stats["replayed_iterations"] >= 4, stats
+    assert fn.phase != "eager"
+
+
 def test_constant_targets_reused_across_host_ops() -> None:
     # A GAN-style step: `ones`/`zeros` targets made once and used by several
     # losses (binary_cross_entropy_with_logits runs as a host callback).
