@@ -756,6 +756,19 @@ void emit(PyObject *ex, PyObject *effects) {
   }
 }
 
+/// `t.grad_fn`, or None where torch refuses to say (sites.grad_fn_of: a
+/// view made under no_grad whose memory was written in place since).
+py::object gradFnOf(PyObject *t) {
+  PyObject *node = PyObject_GetAttr(t, config->gradFn);
+  if (!node) {
+    if (!PyErr_ExceptionMatches(PyExc_RuntimeError))
+      throw py::error_already_set();
+    PyErr_Clear();
+    return py::none();
+  }
+  return steal(node);
+}
+
 /// _replay_op's forward bookkeeping: the autograd nodes of the last
 /// replayed forward op's results, as the next interaction finds them
 /// (_note_nodes, its common case inline).
@@ -770,7 +783,7 @@ void noteForward(PyObject *ex) {
       setAttr(ex, config->forward, Py_None);
       py::object nodes = steal(PyList_New(0));
       if (isTensor(fwdOut.ptr())) {
-        py::object node = getAttr(fwdOut.ptr(), config->gradFn);
+        py::object node = gradFnOf(fwdOut.ptr());
         if (PyList_Append(nodes.ptr(), node.ptr()) < 0)
           throw py::error_already_set();
       }

@@ -61,7 +61,7 @@ from typing import Any, Iterator, Optional
 import torch
 
 from . import tracing
-from .sites import OWN_HOOKS
+from .sites import OWN_HOOKS, grad_fn_of
 from .tape import (Untapeable, flat_inputs, flat_results, hashable, layout_key, matches, relaxed_arg, spec_of,
                    tensor_idents)
 
@@ -538,7 +538,7 @@ def expand(ex: Any) -> None:
             else:
                 r.args, r.kwargs = args, kwargs
             if not e.engine:  # noted as the replay notes an op it takes for a forward one
-                r.nodes = [o.grad_fn for o in flat_results(r.out, e.struct) if isinstance(o, torch.Tensor)]
+                r.nodes = [grad_fn_of(o) for o in flat_results(r.out, e.struct) if isinstance(o, torch.Tensor)]
             ops.append((e.func, args, kwargs, r.out, e.site))
         log = ex.log
         i = next(k for k, x in enumerate(log) if x is marker)
@@ -583,7 +583,7 @@ def _walk(roots: list) -> tuple[list, bool]:
     backward hooks) or a leaf with hooks of its own."""
     python_fn = getattr(torch.autograd.function, "BackwardCFunction", None)
     seen: set = set()
-    stack = [r.grad_fn for r in roots if isinstance(r, torch.Tensor) and r.grad_fn is not None]
+    stack = [n for r in roots if isinstance(r, torch.Tensor) and (n := grad_fn_of(r)) is not None]
     leaves: list = []
     kept: list = []  # node wrappers die when dropped, and their ids are reused
     hooked = False

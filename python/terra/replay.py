@@ -25,7 +25,7 @@ from . import backward, placeholder, sizes
 from .placeholder import Placeholder, Token, view_placeholder
 from .mlir_text import ELEMENT_TYPES
 from .runio import resolve_later, tensor_spec, to_torch
-from .sites import is_engine_site, user_line
+from .sites import grad_fn_of, is_engine_site, user_line
 from .tape import (Entry, Tape, Untapeable, _match, flat_inputs, flat_results, form_matches, matches, relax_host_shapes,
                    layout_key, relaxed_arg, relaxed_value, spec_of, tensor_idents)
 from .trace import OpEvent, ValueRef
@@ -530,7 +530,7 @@ class TapeRecorder:
         if fwd is not None:  # _note_nodes, its common case inline
             if fwd.entry.struct is None and isinstance(fwd.out, torch.Tensor):
                 self._forward = None
-                fwd.nodes = [fwd.out.grad_fn]
+                fwd.nodes = [grad_fn_of(fwd.out)]
             else:
                 self._note_nodes()
         self.pos = q + 1
@@ -793,9 +793,9 @@ class TapeRecorder:
         r, self._forward = self._forward, None
         out, struct = r.out, r.entry.struct
         if struct is None:
-            r.nodes = [out.grad_fn] if isinstance(out, torch.Tensor) else []
+            r.nodes = [grad_fn_of(out)] if isinstance(out, torch.Tensor) else []
             return
-        r.nodes = [o.grad_fn for o in flat_results(out, struct) if isinstance(o, torch.Tensor)]
+        r.nodes = [grad_fn_of(o) for o in flat_results(out, struct) if isinstance(o, torch.Tensor)]
 
     def _emit(self, effects: list) -> None:
         run = self.run

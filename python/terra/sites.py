@@ -290,7 +290,7 @@ class BackwardSites:
         recent, self._recent = self._recent, []
         for ref, site in recent:
             t = ref()
-            node = getattr(t, "grad_fn", None) if t is not None else None
+            node = grad_fn_of(t) if t is not None else None
             if node is None or node in self._nodes:
                 continue
             self._hook(node, site, type(node).__name__)
@@ -353,6 +353,17 @@ class BackwardSites:
         self._nodes.clear()
         self._counts.clear()
         self._recent.clear()
+
+
+def grad_fn_of(t: Any) -> Any:
+    """`t.grad_fn`, or None where torch refuses to say: a view made under
+    no_grad whose memory was written in place since raises on reading it
+    (`with torch.no_grad(): w[0].mul_(0.99)`, a parameter's row scaled in
+    place), though the program never asks."""
+    try:
+        return t.grad_fn
+    except RuntimeError:
+        return None
 
 
 def user_line(site: Any) -> str:

@@ -60,3 +60,19 @@ def test_a_call_keeps_its_site_however_the_interpreter_runs_it():
     code = python_call.__code__
     call = next(i.offset for i in dis.get_instructions(code) if i.opname == "CALL")
     assert sites[0].frames[0].offset == call
+
+
+def test_the_node_of_a_view_written_under_no_grad_is_none():
+    """torch raises on reading `grad_fn` of a view made under no_grad whose
+    memory was written in place since (a parameter's row scaled in place):
+    the recorder reads nodes of every op's results, so it must not raise
+    (it ended tracing with a "tracer error" for a correct program)."""
+    import torch
+    from terra.sites import grad_fn_of
+
+    w = torch.nn.Parameter(torch.randn(3, 3))
+    with torch.no_grad():
+        v = w[0]
+        v.mul_(0.5)
+    assert grad_fn_of(v) is None
+    assert grad_fn_of(w * 2) is not None
