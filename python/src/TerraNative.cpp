@@ -97,13 +97,17 @@ py::dtype numpyDtype(DType d) {
   case DType::I1: return py::dtype("bool");
   case DType::U8:
     return py::dtype("uint8");
-  case DType::BF16: break;
+  case DType::BF16:
+    return py::dtype("int16"); // numpy has no bfloat16: its bits (toArray)
   }
-  throw py::type_error("bf16 tensors cannot cross to numpy");
+  throw py::type_error("unknown element type");
 }
 
-/// A numpy array viewing `t` (no copy); it keeps `t`'s memory alive.
-py::array toArray(const Tensor &t) {
+/// A numpy array viewing `t` (no copy); it keeps `t`'s memory alive. A
+/// bfloat16 tensor, which numpy cannot hold, crosses as (its bits as
+/// int16, "bfloat16"): the front end views them as bfloat16 again
+/// (runio.to_torch).
+py::object toArray(const Tensor &t) {
   std::vector<py::ssize_t> shape(t.sizes.begin(), t.sizes.end());
   std::vector<py::ssize_t> strides;
   size_t elem = dtypeSize(t.dtype);
@@ -111,7 +115,10 @@ py::array toArray(const Tensor &t) {
     strides.push_back(py::ssize_t(s * elem));
   auto *keep = new Tensor(t);
   py::capsule base(keep, [](void *p) { delete static_cast<Tensor *>(p); });
-  return py::array(numpyDtype(t.dtype), shape, strides, t.data, base);
+  py::array array(numpyDtype(t.dtype), shape, strides, t.data, base);
+  if (t.dtype == DType::BF16)
+    return py::make_tuple(array, "bfloat16");
+  return std::move(array);
 }
 
 // DLPack's ABI (dlpack.h v0.8; the "dltensor" capsule every PyTorch

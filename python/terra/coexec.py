@@ -79,7 +79,14 @@ def op_key(ev: Any) -> tuple:
 def _to_meta(x: Any) -> Any:
     if isinstance(x, torch.Tensor):
         return torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype, device="meta")
+    if isinstance(x, torch.device):
+        # A device argument (autocast's `_to_copy(x, dtype=..., device=cpu)`):
+        # a meta input cannot be copied to a real device.
+        return _META_DEVICE
     return x
+
+
+_META_DEVICE = torch.device("meta")
 
 
 def _signature(x: Any, values: bool = True) -> Any:

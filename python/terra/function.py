@@ -60,7 +60,7 @@ from torch.utils._pytree import tree_map
 
 from . import backward, loops, native, relax, sizes, tracing
 from .coexec import CoExecutor, op_key
-from .runio import tensor_spec
+from .runio import tensor_spec, to_torch
 from .placeholder import Placeholder, set_device as set_placeholder_device
 from .sites import user_line
 from .state import StateRegistry
@@ -619,7 +619,7 @@ class TerraFunction:
         # place works on copies (the graph's values are immutable), and a
         # result that aliases an input is copied (the graph may reuse that
         # buffer while the result is still in use).
-        tensors = [torch.from_numpy(a) for a in arrays]
+        tensors = [to_torch(a) for a in arrays]
         written_args = {aname for _, aname, _, _, writes in tracing.op_info(func).args if writes}
         if written_args:
             tensors = [t.clone() for t in tensors]

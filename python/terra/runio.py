@@ -26,11 +26,15 @@ def tensor_spec(t: torch.Tensor) -> tuple:
 
 def to_torch(value: Any) -> torch.Tensor:
     """A fetched value (`Run.fetch`) as a tensor viewing the runtime's
-    buffer: a numpy array from a CPU graph, a DLPack capsule (a CUDA
-    tensor) from a CUDA graph, or (capsule, "bool") for a bool one."""
+    buffer: a numpy array from a CPU graph ((array of its bits,
+    "bfloat16") for bfloat16), a DLPack capsule (a CUDA tensor) from a
+    CUDA graph, or (capsule, "bool") for a bool one."""
     if isinstance(value, np.ndarray):
         return torch.from_numpy(value)
-    if isinstance(value, tuple):  # (capsule of uint8, "bool"): DLPack before kDLBool
+    if isinstance(value, tuple):
+        if value[1] == "bfloat16":  # (int16 array of its bits, "bfloat16"): numpy has no bfloat16
+            return torch.from_numpy(value[0]).view(torch.bfloat16)
+        # (capsule of uint8, "bool"): DLPack before kDLBool
         return torch.utils.dlpack.from_dlpack(value[0]).view(torch.bool)
     return torch.utils.dlpack.from_dlpack(value)
 

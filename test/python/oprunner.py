@@ -25,6 +25,7 @@ TERRA_RUN = BUILD / "bin" / "terra-run"
 _MLIR_DTYPES = {
     torch.float32: "f32",
     torch.float64: "f64",
+    torch.float16: "f16",
     torch.int64: "i64",
     torch.int32: "i32",
     torch.bool: "i1",

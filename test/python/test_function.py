@@ -278,6 +278,38 @@ def test_tensors_the_step_updates_in_place_outside_its_modules_are_state() -> No
     assert fn.phase != "eager"
 
 
+def test_bfloat16_autocast_co_executes_like_eager() -> None:
+    # Mixed precision on the CPU: autocast casts with `_to_copy(x, dtype,
+    # device=cpu)` (whose shape the host now infers on meta), bfloat16
+    # values cross to the host (as their bits: numpy has no bfloat16) and
+    # the graph's bf16 products accumulate in f32 as eager's. Equal to
+    # eager within bfloat16's precision; every step fell back before.
+    def build() -> tuple:
+        torch.manual_seed(0)
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                out = model(x)
+            loss = F.cross_entropy(out.float(), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return model, step
+    model_e, step_e = build()
+    model_t, step_t = build()
+    fn = terra.function(step_t, cache_dir=None)
+    for x, y in batches(10):
+        torch.testing.assert_close(fn(x, y), step_e(x, y), rtol=2e-2, atol=2e-2)
+        fn.wait_compiled()
+    for a, b in zip(model_t.parameters(), model_e.parameters()):
+        torch.testing.assert_close(a, b, rtol=2e-2, atol=2e-3)
+    stats = terra.stats(fn)
+    assert stats["fallbacks"] == 0 and stats["replayed_iterations"] >= 4, stats["fallback_log"]
+
+
 def test_constant_targets_reused_across_host_ops() -> None:
     # A GAN-style step: `ones`/`zeros` targets made once and used by several
     # losses (binary_cross_entropy_with_logits runs as a host callback).

@@ -117,6 +117,17 @@ def test_mm_bmm_addmm_blas_sizes():
     check_op("aten.mm", [rand(64, 48).double(), rand(48, 40).double()], rtol=1e-10, atol=1e-10)
 
 
+def test_half_precision_products_accumulate_in_float():
+    # ATen (and cuBLAS) accumulate f16/bf16 products in f32 and round once;
+    # an f16 accumulator over 1024 terms is off by whole units.
+    a, b, bias = rand(6, 1024).half(), rand(1024, 5).half(), rand(5).half()
+    ref = a.float() @ b.float()
+    check_expected("aten.mm", [a, b], {}, ref.half(), rtol=2e-3, atol=2e-3)
+    check_expected("aten.bmm", [a[None], b[None]], {}, ref.half()[None], rtol=2e-3, atol=2e-3)
+    check_expected("aten.addmm", [bias, a, b], {"beta": 0.5, "alpha": 2.0},
+                   (0.5 * bias.float() + 2.0 * ref).half(), rtol=2e-3, atol=2e-3)
+
+
 def test_dynamic_shapes():
     check_op("aten.add.Tensor", [rand(6, 4), rand(6, 4)], dynamic=[0])
     check_op("aten.mm", [rand(9, 4), rand(4, 2)], dynamic=[0], rtol=1e-4, atol=1e-5)

@@ -2,6 +2,9 @@
 //
 // mm, bmm and addmm lower to the named linalg.matmul / batch_matmul on a
 // zero-filled init; addmm adds the broadcast bias with beta/alpha scaling.
+// f16 and bf16 products accumulate in f32, as ATen's CPU kernels and
+// cuBLAS do, and round once at the end (addmm after adding the bias): an
+// f16/bf16 accumulator loses most of a long dot product's precision.
 //
 //===----------------------------------------------------------------------===//
 #include "Utils.h"
@@ -45,6 +48,21 @@ void guardContraction(OpBuilder &b, Location loc, Value lhs, int64_t ld,
   cf::AssertOp::create(b, loc, eq, "mismatched contraction dimensions");
 }
 
+/// The element type a product of `et` accumulates in.
+Type accumulatorType(OpBuilder &b, Type et) {
+  return et.isF16() || et.isBF16() ? b.getF32Type() : et;
+}
+
+/// `acc` (f32) rounded to `type`'s element type, or `acc` itself.
+Value roundTo(OpBuilder &b, Location loc, RankedTensorType type, Value acc) {
+  if (cast<RankedTensorType>(acc.getType()).getElementType() ==
+      type.getElementType())
+    return acc;
+  return buildElementwise(
+      b, loc, type, {acc},
+      [](OpBuilder &, Location, ValueRange a) { return a[0]; });
+}
+
 bool isMatrixFloat(Value v, int64_t rank) {
   auto t = cast<RankedTensorType>(v.getType());
   return t.getRank() == rank && isFloat(t.getElementType());
@@ -58,11 +76,13 @@ LogicalResult lowerMatmul(DLOp op, ValueRange o, PatternRewriter &rw) {
   Location loc = op.getLoc();
   guardContraction(rw, loc, o[0], Rank - 1, o[1], Rank - 2);
   RankedTensorType type = resultType(op);
-  Value init = zeroInit(rw, loc, type, o[0], o[1]);
-  Value r = NamedOp::create(rw, loc, type, ValueRange{o[0], o[1]},
+  RankedTensorType accType =
+      type.clone(accumulatorType(rw, type.getElementType()));
+  Value init = zeroInit(rw, loc, accType, o[0], o[1]);
+  Value r = NamedOp::create(rw, loc, accType, ValueRange{o[0], o[1]},
                             ValueRange{init})
                 .getResult(0);
-  rw.replaceOp(op, r);
+  rw.replaceOp(op, roundTo(rw, loc, type, r));
   return success();
 }
 
@@ -72,16 +92,19 @@ LogicalResult lowerAddmm(DLOp op, ValueRange o, PatternRewriter &rw) {
     return failure();
   Location loc = op.getLoc();
   RankedTensorType type = resultType(op);
-  Type et = type.getElementType();
+  Type et = accumulatorType(rw, type.getElementType());
+  RankedTensorType accType = type.clone(et);
   double beta = getFloatArg(op, "beta").value_or(1.0);
   double alpha = getFloatArg(op, "alpha").value_or(1.0);
   guardContraction(rw, loc, o[1], 1, o[2], 0);
-  Value init = zeroInit(rw, loc, type, o[1], o[2]);
-  Value prod = linalg::MatmulOp::create(rw, loc, type, ValueRange{o[1], o[2]},
-                                        ValueRange{init})
+  Value init = zeroInit(rw, loc, accType, o[1], o[2]);
+  Value prod = linalg::MatmulOp::create(
+                   rw, loc, accType, ValueRange{o[1], o[2]}, ValueRange{init})
                    .getResult(0);
+  // The bias joins the f32 product (computeType) before the one rounding.
   Value r = buildElementwise(
-      rw, loc, type, {o[0], prod}, [&](OpBuilder &b, Location l, ValueRange a) {
+      rw, loc, type, {o[0], prod},
+      [&](OpBuilder &b, Location l, ValueRange a) {
         Value bias = a[0], p = a[1];
         if (beta != 1.0)
           bias = arith::MulFOp::create(b, l, bias, scalarConstant(b, l, et, beta));
@@ -90,7 +113,8 @@ LogicalResult lowerAddmm(DLOp op, ValueRange o, PatternRewriter &rw) {
         if (beta == 0.0)
           return p; // PyTorch ignores the bias (even NaNs) when beta is 0.
         return Value(arith::AddFOp::create(b, l, bias, p));
-      });
+      },
+      et);
   rw.replaceOp(op, r);
   return success();
 }

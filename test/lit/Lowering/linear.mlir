@@ -52,3 +52,35 @@ terra.graph @int_mm_stays {
   %r = terra.op "aten.mm"(%a, %b) : (tensor<5x7xi64>, tensor<7x3xi64>) -> tensor<5x3xi64>
   terra.fetch 0 %r : tensor<5x3xi64>
 }
+
+// -----
+
+// bf16 and f16 products accumulate in f32 and round once; addmm adds the
+// bias in f32 before rounding.
+// CHECK-LABEL: terra.graph @bf16_mm_accumulates_in_f32
+// CHECK:         %[[Z:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<5x3xf32>)
+// CHECK:         %[[P:.*]] = linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<5x7xbf16>, tensor<7x3xbf16>) outs(%[[Z]] : tensor<5x3xf32>)
+// CHECK:         linalg.generic {{.*}} ins(%[[P]] : tensor<5x3xf32>) outs(%{{.*}} : tensor<5x3xbf16>)
+// CHECK:           arith.truncf %{{.*}} : f32 to bf16
+terra.graph @bf16_mm_accumulates_in_f32 {
+  %a = terra.feed 1 : tensor<5x7xbf16>
+  %b = terra.feed 2 : tensor<7x3xbf16>
+  %r = terra.op "aten.mm"(%a, %b) : (tensor<5x7xbf16>, tensor<7x3xbf16>) -> tensor<5x3xbf16>
+  terra.fetch 0 %r : tensor<5x3xbf16>
+}
+
+// -----
+
+// CHECK-LABEL: terra.graph @f16_addmm_adds_the_bias_in_f32
+// CHECK:         %[[P:.*]] = linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<5x7xf16>, tensor<7x3xf16>) outs(%{{.*}} : tensor<5x3xf32>)
+// CHECK:         linalg.generic {{.*}} ins(%{{.*}}, %[[P]] : tensor<3xf16>, tensor<5x3xf32>) outs(%{{.*}} : tensor<5x3xf16>)
+// CHECK:           %[[B:.*]] = arith.extf %{{.*}} : f16 to f32
+// CHECK:           %[[S:.*]] = arith.addf %[[B]], %{{.*}} : f32
+// CHECK:           arith.truncf %[[S]] : f32 to f16
+terra.graph @f16_addmm_adds_the_bias_in_f32 {
+  %bias = terra.feed 1 : tensor<3xf16>
+  %a = terra.feed 2 : tensor<5x7xf16>
+  %b = terra.feed 3 : tensor<7x3xf16>
+  %r = terra.op "aten.addmm"(%bias, %a, %b) : (tensor<3xf16>, tensor<5x7xf16>, tensor<7x3xf16>) -> tensor<5x3xf16>
+  terra.fetch 0 %r : tensor<5x3xf16>
+}
