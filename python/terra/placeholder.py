@@ -155,8 +155,21 @@ class Placeholder(torch.Tensor):
             return x
 
         out = func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs))
+        if func in INPLACE_VIEWS and isinstance(args[0], Placeholder):
+            restride(args[0], args[0].terra_real)  # `x.t_()` changed the value's metadata
         # An op that returns its (written) argument returns the placeholder.
         return tree_map(lambda o: reals.get(id(o), o) if isinstance(o, torch.Tensor) else o, out)
+
+
+# In-place view ops (they change their argument's sizes and strides) -> the
+# view op computing the same view: the recorder records `x.t_()` as `t(x)`,
+# and `x` takes the view's metadata (restride).
+INPLACE_VIEWS = {torch.ops.aten.t_.default: torch.ops.aten.t.default,
+                 torch.ops.aten.transpose_.default: torch.ops.aten.transpose.int,
+                 torch.ops.aten.unsqueeze_.default: torch.ops.aten.unsqueeze.default,
+                 torch.ops.aten.squeeze_.default: torch.ops.aten.squeeze.default,
+                 torch.ops.aten.squeeze_.dim: torch.ops.aten.squeeze.dim,
+                 torch.ops.aten.as_strided_.default: torch.ops.aten.as_strided.default}
 
 
 def view_placeholder(target: torch.Tensor, shape: Any, stride: Any, rel: int, dtype: torch.dtype,
@@ -173,6 +186,29 @@ def view_placeholder(target: torch.Tensor, shape: Any, stride: Any, rel: int, dt
         ph._terra_addr = addr + rel * ph.element_size()
     ph._terra_where = where
     return ph
+
+
+def restride(x: torch.Tensor, like: torch.Tensor) -> None:
+    """Gives `x` the sizes, strides and storage offset of `like`, a view of
+    its memory, in place: what an in-place view op (`t_`, `unsqueeze_`,
+    ...) does to its argument. A placeholder has no storage of its own:
+    its metadata is set with torch's Python dispatch off, so the op's
+    kernel changes the wrapper itself, and the recorder's cached identity
+    is dropped (its value, if any, is `like`'s)."""
+    args = (x, tuple(like.shape), tuple(like.stride()), like.storage_offset())
+    if not isinstance(x, Placeholder):
+        torch.ops.aten.as_strided_.default(*args)
+        return
+    guard = torch._C.ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Python))
+    try:
+        torch.ops.aten.as_strided_.default(*args)
+    finally:
+        del guard
+    x._terra_key = x._terra_sig = None
+    if isinstance(like, Placeholder):
+        x._terra_addr, x._terra_base, x._terra_real = like._terra_addr, like._terra_base, like._terra_real
+    else:
+        x._terra_real = like
 
 
 def _recording() -> bool:

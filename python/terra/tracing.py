@@ -45,7 +45,7 @@ except ImportError:  # torch 2.x keeps the modes on a C++ stack: no handler to r
 from . import dropout, mlir_text, relax, sizes
 from .loops import LoopCounter
 from .sites import BackwardSites, Frame, Site, capture, engine_frame, is_engine_site
-from .placeholder import Placeholder
+from .placeholder import INPLACE_VIEWS, Placeholder, restride
 from .state import StateRegistry
 from .trace import (ArgSource, ConstSource, FeedEvent, FetchEvent, Materialization, OpEvent,
                     StateEvent, StateSource, TensorType, Trace, ValueRef, module_text)
@@ -540,6 +540,8 @@ class _Recorder(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types_: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
         if func is dropout.NATIVE_DROPOUT and not self.paused and (parts := dropout.split_args(args, kwargs)):
             return dropout.split(self.__torch_dispatch__, types_, parts)
+        if func in INPLACE_VIEWS and not self.paused:
+            return self._inplace_view(func, types_, args, kwargs or {})
         # The tracer's own code runs outside tracing mode (loops.py); the
         # hook belongs to the step's thread (ops of other threads, e.g. an
         # autograd device thread, must not touch it).
@@ -657,6 +659,16 @@ class _Recorder(TorchDispatchMode):
     def _run_host_rng(self, func: Any, name: str, args: tuple, kwargs: dict) -> Any:
         """Runs a random-number op (HOST_RNG_OPS) on the host."""
         return func(*args, **kwargs)
+
+    def _inplace_view(self, func: Any, types_: Any, args: tuple, kwargs: dict) -> Any:
+        """An in-place view op (INPLACE_VIEWS): its view op, dispatched as
+        an op of its own, then the argument takes the view's metadata; the
+        argument's new identity is the view's (same memory, same sizes and
+        strides), so later ops read the view's value."""
+        view = self.__torch_dispatch__(INPLACE_VIEWS[func], types_, args, kwargs)
+        with self.pause():
+            restride(args[0], view)
+        return args[0]
 
     def _read_operands(self, func: Any, args: tuple, kwargs: dict, written: list,
                        site: Site) -> tuple[tuple, dict]:

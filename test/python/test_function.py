@@ -310,6 +310,46 @@ def test_bfloat16_autocast_co_executes_like_eager() -> None:
     assert stats["fallbacks"] == 0 and stats["replayed_iterations"] >= 4, stats["fallback_log"]
 
 
+def test_in_place_view_ops_change_the_placeholders_shape_like_eager() -> None:
+    # `x.t_()`, `unsqueeze_`, `squeeze_`, `transpose_`, `as_strided_`
+    # change their argument's sizes and strides. A placeholder kept its
+    # metadata, so co-execution raised where eager did not (an autograd
+    # shape error, a cat of mismatched sizes); Adamax (`unsqueeze_`) fell
+    # back at every step. They are recorded as their view ops and the
+    # placeholder takes the view's metadata.
+    def loss(model, x, y):
+        h = model[0](x)
+        w = h.clone()
+        w.t_()
+        w.transpose_(0, 1)
+        a = h.abs().add_(1).unsqueeze_(0)
+        a = torch.cat([a, h.unsqueeze(0)], 0).amax(0)
+        b = h.unsqueeze(1).clone()
+        b.squeeze_(1)
+        c = h.detach().clone()  # (as_strided's backward writes through views: not modelled)
+        c.as_strided_((h.shape[0], 8), (h.shape[1], 2))
+        return F.cross_entropy(model[2](model[1](w + a + b)), y) + c.sum() * 1e-3
+    make = sgd_program(loss=loss, momentum=0.9, model_fn=lambda: nn.Sequential(
+        nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3)))
+    stats = compare(make, batches(10), max_fallbacks=0)
+    assert stats["replayed_iterations"] >= 4
+    adamax = compare(sgd_program(optimizer=torch.optim.Adamax, lr=0.01), batches(10), max_fallbacks=0)
+    assert adamax["replayed_iterations"] >= 4
+
+
+def test_a_returned_placeholder_transposed_in_place_after_the_step() -> None:
+    torch.manual_seed(0)
+    model = nn.Linear(6, 4)
+    fn = terra.function(lambda x: model(x) * 2, cache_dir=None)
+    for x, _ in batches(8):
+        out = fn(x)
+        fn.wait_compiled()
+    ref = (model(x) * 2).detach()
+    out.t_()
+    assert out.shape == (4, 8)
+    torch.testing.assert_close(out, ref.t())
+
+
 def test_constant_targets_reused_across_host_ops() -> None:
     # A GAN-style step: `ones`/`zeros` targets made once and used by several
     # losses (binary_cross_entropy_with_logits runs as a host callback).
