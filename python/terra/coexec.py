@@ -444,10 +444,10 @@ class CoExecutor(TapeRecorder, _Recorder):
         return mode
 
     def __torch_dispatch__(self, func: Any, types_: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
-        if func is dropout.NATIVE_DROPOUT and not self.paused and (parts := dropout.split_args(args, kwargs)):
-            return dropout.split(self.__torch_dispatch__, types_, parts)
-        if func in tracing.INPLACE_VIEWS and not self.paused:
-            return self._inplace_view(func, types_, args, kwargs or {})
+        if func in tracing.DECOMPOSED and not self.paused:
+            out = self._decomposed(func, types_, args, kwargs or {})
+            if out is not NotImplemented:
+                return out
         # The replay's common case first: the op the tape expects next.
         if self.fast and not self.b_depth and not self.paused:
             q = self.pos

@@ -42,7 +42,7 @@ except ImportError:  # torch 2.x keeps the modes on a C++ stack: no handler to r
     _set_torch_dispatch_mode = None
     _TorchDispatchStackMode = None
 
-from . import dropout, mlir_text, relax, sizes
+from . import dropout, indexing, mlir_text, relax, sizes
 from .loops import LoopCounter
 from .sites import BackwardSites, Frame, Site, capture, engine_frame, is_engine_site
 from .placeholder import INPLACE_VIEWS, Placeholder, restride
@@ -60,6 +60,8 @@ ALIAS_OPS = frozenset({"aten.detach", "aten.alias", "aten.lift_fresh", "aten.lif
 METADATA_OPS = frozenset({"aten.is_same_size", "aten.sym_size", "aten.sym_stride", "aten.sym_numel",
                           "aten.sym_storage_offset", "aten.size", "aten.stride", "aten.numel",
                           "aten.dim", "aten.is_contiguous"})
+# Ops the recorder runs as other ops (_Recorder._decomposed).
+DECOMPOSED = frozenset({dropout.NATIVE_DROPOUT, *INPLACE_VIEWS, *indexing.OPS})
 # Ops whose schema (torch 1.13) does not mark arguments they write in place.
 UNMARKED_WRITES = {"aten.native_batch_norm": ("running_mean", "running_var"),
                    "aten._native_batch_norm_legit": ("running_mean", "running_var"),
@@ -538,10 +540,10 @@ class _Recorder(TorchDispatchMode):
 
     # -- ops -----------------------------------------------------------------
     def __torch_dispatch__(self, func: Any, types_: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
-        if func is dropout.NATIVE_DROPOUT and not self.paused and (parts := dropout.split_args(args, kwargs)):
-            return dropout.split(self.__torch_dispatch__, types_, parts)
-        if func in INPLACE_VIEWS and not self.paused:
-            return self._inplace_view(func, types_, args, kwargs or {})
+        if func in DECOMPOSED and not self.paused:
+            out = self._decomposed(func, types_, args, kwargs or {})
+            if out is not NotImplemented:
+                return out
         # The tracer's own code runs outside tracing mode (loops.py); the
         # hook belongs to the step's thread (ops of other threads, e.g. an
         # autograd device thread, must not touch it).
@@ -660,15 +662,28 @@ class _Recorder(TorchDispatchMode):
         """Runs a random-number op (HOST_RNG_OPS) on the host."""
         return func(*args, **kwargs)
 
-    def _inplace_view(self, func: Any, types_: Any, args: tuple, kwargs: dict) -> Any:
-        """An in-place view op (INPLACE_VIEWS): its view op, dispatched as
-        an op of its own, then the argument takes the view's metadata; the
-        argument's new identity is the view's (same memory, same sizes and
-        strides), so later ops read the view's value."""
-        view = self.__torch_dispatch__(INPLACE_VIEWS[func], types_, args, kwargs)
-        with self.pause():
-            restride(args[0], view)
-        return args[0]
+    def _decomposed(self, func: Any, types_: Any, args: tuple, kwargs: dict) -> Any:
+        """An op of DECOMPOSED run as other ops, each dispatched as an op of
+        its own (recorded, validated and replayed like any), or
+        NotImplemented when this call is recorded as it is:
+          * training-mode native_dropout: a host-drawn mask and the graph's
+            scaling (dropout.py);
+          * an in-place view op (INPLACE_VIEWS): its view op, then the
+            argument takes the view's metadata; its new identity is the
+            view's (same memory, sizes and strides), so later ops read the
+            view's value;
+          * indexing with slices (`x[:, idx]`, indexing.py)."""
+        dispatch = self.__torch_dispatch__
+        if func is dropout.NATIVE_DROPOUT:
+            parts = dropout.split_args(args, kwargs)
+            return NotImplemented if parts is None else dropout.split(dispatch, types_, parts)
+        if func in INPLACE_VIEWS:
+            view = dispatch(INPLACE_VIEWS[func], types_, args, kwargs)
+            with self.pause():
+                restride(args[0], view)
+            return args[0]
+        p = indexing.plan(func, args, kwargs)
+        return NotImplemented if p is None else indexing.run(dispatch, types_, func, args, p)
 
     def _read_operands(self, func: Any, args: tuple, kwargs: dict, written: list,
                        site: Site) -> tuple[tuple, dict]:

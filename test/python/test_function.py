@@ -350,6 +350,38 @@ def test_a_returned_placeholder_transposed_in_place_after_the_step() -> None:
     torch.testing.assert_close(out, ref.t())
 
 
+_COLS = torch.tensor([0, 3, 5, 3])
+_SLICED_INDEXING = {
+    "x[:, idx]": lambda h: h[:, _COLS].view(-1).pow(2).sum() * 1e-2,  # contiguous, as eager
+    "x[:, computed idx]": lambda h: h.view(8, 4, 4)[:, h.argmax(1) % 4].mean(),
+    "x[idx, :, idx] (apart)": lambda h: h.view(8, 4, 4)[torch.arange(8), :, torch.ones(8, dtype=torch.long)].sum(),
+    "x[..., idx]": lambda h: h.view(2, 4, 16)[..., _COLS].sum() * 1e-2,
+    "x[:, idx] = v": lambda h: _put(h, lambda z: z.__setitem__((slice(None), _COLS[:2]), torch.tensor([1.0, 2.0]))),
+    "x[:, idx] += v": lambda h: _put(h, lambda z: z.__setitem__((slice(None), _COLS), z[:, _COLS] + h[:, :4])),
+}
+
+
+def _put(h: torch.Tensor, write: Callable) -> torch.Tensor:
+    z = h.clone()
+    write(z)
+    return z.pow(2).sum() * 1e-3
+
+
+@pytest.mark.parametrize("pattern", sorted(_SLICED_INDEXING))
+def test_advanced_indexing_with_slices_co_executes(pattern: str) -> None:
+    # index / index_put with None entries (a slice before or between the
+    # index tensors) made the step uncompilable: it ran eagerly for good.
+    # They run as a permutation, an index without slices and the inverse
+    # permutation (indexing.py); the backward's index_put too.
+    def loss(model, x, y):
+        h = model[0](x)
+        return F.cross_entropy(model[2](model[1](h)), y) + _SLICED_INDEXING[pattern](h)
+    make = sgd_program(loss=loss, momentum=0.9, model_fn=lambda: nn.Sequential(
+        nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3)))
+    stats = compare(make, batches(10), max_fallbacks=0)
+    assert stats["replayed_iterations"] >= 4
+
+
 def test_constant_targets_reused_across_host_ops() -> None:
     # A GAN-style step: `ones`/`zeros` targets made once and used by several
     # losses (binary_cross_entropy_with_logits runs as a host callback).
