@@ -28,8 +28,8 @@ from .runio import resolve_later, tensor_spec, to_torch
 from .sites import grad_fn_of, is_engine_site, user_line
 from .tape import (Entry, Tape, Untapeable, _match, flat_inputs, flat_results, form_matches, matches, relax_host_shapes,
                    layout_key, relaxed_arg, relaxed_value, spec_of, tensor_idents)
-from .trace import OpEvent, ValueRef
-from .tracing import _flat_tensors_deep, op_info, passed_args
+from .trace import FeedEvent, OpEvent, ValueRef
+from .tracing import HOST_VALUE_OPS, _flat_tensors_deep, op_info, passed_args
 
 
 class WeakResults:
@@ -201,10 +201,14 @@ class TapeRecorder:
                             reads.append((next(k for k, x in enumerate(self.b_flat) if x is m), answer))
                     e.mask_reads = tuple(reads)
                     e.kind = "op"
-                elif e.kind == "rng" and self._b_masks:
-                    # The values a random op read (tracing.HOST_RNG_VALUE_OPS).
+                elif e.kind == "rng":
+                    # The values an op the host runs on values read
+                    # (tracing.HOST_VALUE_OPS, HOST_RNG_VALUE_OPS), and the
+                    # shapes of results that depend on values.
                     e.mask_reads = tuple((k, a) for k, x in enumerate(self.b_flat)
                                          for t, a in self._b_masks if t is x)
+                    if e.name in HOST_VALUE_OPS:
+                        e.value_shapes = tuple(tuple(t.shape) for t in _flat_tensors_deep(out))
                 flat_in = self.b_flat
                 e.written = tuple(next(k for k, x in enumerate(flat_in) if x is w) for w in self._written_now)
                 self._recipes(e, out, flat_in)
@@ -460,6 +464,23 @@ class TapeRecorder:
                 dims = frozenset(d for d, w in enumerate(self.compiled.node_shape(handle[0], 0)) if w < 0)
                 if dims:
                     host_dynamic[n] = dims
+        # Results of ops the host ran on values (tracing.HOST_VALUE_OPS) fed
+        # where the graph's feed has dynamic dims: those dims may differ in
+        # a replay (the entries after them infer their shapes).
+        events = self.trace.events
+        for ref, ident in self.ref_idents.items():
+            if not (len(ident) == 2 and isinstance(ident[0], int) and ident[0] < limit):
+                continue
+            e, j = entries[ident[0]], ident[1]
+            handle = self.handles.get(ref.event)
+            if e.value_shapes is None or handle is None or not isinstance(events[ref.event], FeedEvent) \
+                    or j >= len(e.value_shapes):
+                continue
+            want = self.compiled.node_shape(handle[0], 0)
+            if len(want) == len(e.value_shapes[j]):
+                shapes = list(e.value_shapes)
+                shapes[j] = tuple(-1 if w < 0 else d for w, d in zip(want, shapes[j]))
+                e.value_shapes = tuple(shapes)
         # Relaxed alike in every tape of this key (tapes agree on a prefix
         # only if they check it alike): a host tensor relaxed once stays so.
         known = self.compiled.host_dynamic.setdefault(self.tape_key, {})
@@ -526,6 +547,18 @@ class TapeRecorder:
             return self._replay_answer(q, e, args[0], lambda v: func(v, *args[1:], **kwargs), func, args, kwargs)
         if kind == "rng" and e.mask_reads and not self._read_masks(e, args, kwargs):
             return _MISS  # (the values a random op reads, fetched as recorded)
+        value_out = _MISS
+        if e.value_shapes is not None:
+            # Its results' shapes depend on the values: another shape is
+            # another path from here on (no side effects: it runs again live).
+            value_out = self._run_host_rng(func, e.name, args, kwargs)
+            got = [tuple(t.shape) for t in _flat_tensors_deep(value_out)]
+            if len(got) != len(e.value_shapes) or not all(
+                    len(g) == len(w) and all(d == x or x < 0 for d, x in zip(g, w))
+                    for g, w in zip(got, e.value_shapes)):
+                if _TAPE_LOG:
+                    self._missed = f"{e.name} whose result has another shape"
+                return _MISS
         fwd = self._forward
         if fwd is not None:  # _note_nodes, its common case inline
             if fwd.entry.struct is None and isinstance(fwd.out, torch.Tensor):
@@ -543,7 +576,7 @@ class TapeRecorder:
         if kind == "rng":
             for k in e.written:
                 self._replay_written(flat[k])
-            out = self._run_host_rng(func, e.name, args, kwargs)
+            out = self._run_host_rng(func, e.name, args, kwargs) if value_out is _MISS else value_out
             if isinstance(out, Placeholder):
                 value = out._terra_real
         elif kind == "pass" or e.real:
@@ -1030,6 +1063,9 @@ def _prune_host_evals(entries: list[Entry]) -> None:
     for e in entries:
         if e.kind == "mat" and e.answer is not None and e.answer[0] in ("known", "updated-host"):
             needed.add(e.spec if e.func is None else tensor_idents(e.spec)[0])
+        elif e.mask_reads and e.spec is not None:  # an op's own reads (a mask's, a host op's values)
+            inputs = tensor_idents(e.spec)
+            needed.update(inputs[k] for k, answer in e.mask_reads if answer[0] == "known" and k < len(inputs))
     for q in range(len(entries) - 1, -1, -1):
         e = entries[q]
         if not e.host_eval or e.kind != "op":

@@ -65,7 +65,7 @@ class Entry:
     __slots__ = ("kind", "func", "name", "spec", "outs", "struct", "effects", "site", "reached",
                  "loops", "engine", "engine_sites", "host_eval", "written", "relaxed", "answer",
                  "mat_kind", "feeds", "chain", "needs_flat", "real", "ids", "infer", "forms", "mask_reads", "memo", "plain",
-                 "makeable", "native_forms", "native")
+                 "makeable", "native_forms", "native", "value_shapes")
 
     def __init__(self, kind: str, func: Any, spec: Any):
         self.kind = kind  # "op", "rng", "pass", "mat", "stop"
@@ -102,6 +102,9 @@ class Entry:
         # Boolean masks the graph computes, read for the result's size:
         # (flat input index, how the recording read it).
         self.mask_reads: tuple = ()
+        # An op the host runs on values it reads (tracing.HOST_VALUE_OPS):
+        # its results' shapes, which depend on those values.
+        self.value_shapes: Optional[tuple] = None
         # For `infer` entries whose shapes follow the inputs' shapes: input
         # layout -> result recipes (replay.TapeRecorder._replay_op); None: infer always.
         self.memo: Optional[dict] = None

@@ -85,6 +85,15 @@ HOST_RNG_OPS = frozenset({
     "aten.randint.low_generator", "aten.randperm.generator", "aten.normal.float_float",
     "aten.random_", "aten.random_.to", "aten.random_.from",
     "terra.dropout_mask"})  # native_dropout's mask (dropout.py)
+# Ops whose result's shape depends on their inputs' values, with no shape
+# rule the host could run without them. Like the random ops below, the
+# host reads their inputs (fetch points) and runs them itself; the graph is
+# fed the result. As graph ops the host could not shape their results in
+# co-execution: each step fell back. (A boolean mask index keeps its own
+# path: the host reads the mask and the graph indexes.)
+HOST_VALUE_OPS = frozenset({
+    "aten.nonzero", "aten.masked_select", "aten._unique2", "aten.unique_dim",
+    "aten.unique_consecutive", "aten.repeat_interleave.Tensor", "aten.bincount"})
 # Random-number ops whose result depends on their inputs' values
 # (probabilities, means, rates, the activation rrelu scales). They run on
 # the host as well, after the host reads the values they take (fetch points
@@ -601,7 +610,7 @@ class _Recorder(TorchDispatchMode):
                     # Same memory, same key: `loss.detach()` kept is `loss` kept.
                     self._escape_candidates.append(weakref.ref(out))
             return out
-        value_rng = info.random and name not in HOST_RNG_OPS and (
+        value_rng = name in HOST_VALUE_OPS or info.random and name not in HOST_RNG_OPS and (
             name != "aten.rrelu_with_noise" or _arg(func, args, kwargs, "training", False))
         if name in HOST_RNG_OPS or value_rng:
             self._kind = "rng"
@@ -687,7 +696,7 @@ class _Recorder(TorchDispatchMode):
 
     def _read_operands(self, func: Any, args: tuple, kwargs: dict, written: list,
                        site: Site) -> tuple[tuple, dict]:
-        """The values a random op of HOST_RNG_VALUE_OPS reads, read by the
+        """The values an op of HOST_VALUE_OPS or HOST_RNG_VALUE_OPS reads, read by the
         host (a fetch of each one the graph computes, kind "value"): the
         call's arguments with each tensor it reads replaced by what the
         host has for it (while tracing, the tensor itself)."""

@@ -382,6 +382,47 @@ def test_advanced_indexing_with_slices_co_executes(pattern: str) -> None:
     assert stats["replayed_iterations"] >= 4
 
 
+_VALUE_SHAPED = {
+    "nonzero": lambda h, y: h[torch.nonzero(h[:, 0] > 0).squeeze(1)].sum() * 1e-2,
+    "where(cond)": lambda h, y: h[torch.where(h > 0.3)].sum() * 1e-2,
+    "masked_select": lambda h, y: torch.masked_select(h, h > 0.1).sum() * 1e-2,
+    "bincount": lambda h, y: (torch.bincount(y, minlength=3).float() * h[:3, :3].sum(0)).sum() * 1e-2,
+    "repeat_interleave": lambda h, y: h.repeat_interleave(y + 1, dim=0).sum() * 1e-3,
+}
+
+
+@pytest.mark.parametrize("op", sorted(_VALUE_SHAPED))
+def test_ops_whose_result_shape_depends_on_values_co_execute(op: str) -> None:
+    # nonzero, masked_select, bincount, repeat_interleave(repeats) have no
+    # shape rule without their inputs' values: every co-executed step fell
+    # back. The host reads their inputs and runs them itself (tracing.
+    # HOST_VALUE_OPS), the graph is fed the result; a tape checks the
+    # result's shape where the graph's feed is static.
+    def loss(model, x, y):
+        h = model[0](x)
+        return F.cross_entropy(model[2](model[1](h)), y) + _VALUE_SHAPED[op](h, y)
+    make = sgd_program(loss=loss, momentum=0.9, model_fn=lambda: nn.Sequential(
+        nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3)))
+    stats = compare(make, batches(12), max_fallbacks=0)
+    assert stats["replayed_iterations"] >= 4
+
+
+def test_a_value_shaped_result_of_a_new_size_is_a_new_path_not_an_error() -> None:
+    # unique(labels) has 3 entries in the traced batches and 2 in a later
+    # one: the tape replayed it with the old size and the step raised
+    # ("shape mismatch") where eager did not. The size is checked now: a
+    # new size leaves the tape, deviates once and relaxes the dim.
+    def loss(model, x, y):
+        h = model[0](x)
+        return F.cross_entropy(model[2](model[1](h)), y) + h[:, torch.unique(y)].sum() * 1e-2
+    make = sgd_program(loss=loss, momentum=0.9, model_fn=lambda: nn.Sequential(
+        nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3)))
+    data = batches(12)
+    assert len(torch.unique(data[8][1])) == 2 and all(len(torch.unique(y)) == 3 for _, y in data[:8])
+    stats = compare(make, data, max_fallbacks=2)
+    assert stats["coexec_iterations"] >= 6
+
+
 def test_constant_targets_reused_across_host_ops() -> None:
     # A GAN-style step: `ones`/`zeros` targets made once and used by several
     # losses (binary_cross_entropy_with_logits runs as a host callback).
