@@ -230,6 +230,18 @@ def _adaptive_avg_pool2d_backward(grad_output: torch.Tensor, input: torch.Tensor
                                device="meta")
 
 
+def _embedding_bag_dense_backward(grad: torch.Tensor, indices: torch.Tensor, offset2bag: Any, bag_size: Any,
+                                  maximum_indices: Any, num_weights: int, *rest: Any, **kw: Any) -> torch.Tensor:
+    """The weight's gradient: (num_weights, embedding dim), dense."""
+    return torch.empty((num_weights, grad.shape[-1]), dtype=grad.dtype, device="meta")
+
+
+def _embedding_bag_per_sample_weights_backward(grad: torch.Tensor, weight: torch.Tensor,
+                                               indices: torch.Tensor, *rest: Any, **kw: Any) -> torch.Tensor:
+    """One gradient per index (per sample weight)."""
+    return torch.empty((indices.shape[0],), dtype=grad.dtype, device="meta")
+
+
 def _shift(self: torch.Tensor, other: Any) -> torch.Tensor:
     """`x >> k`, `x << k` (torch 1.13 has no meta kernel for `__rshift__`
     and `__lshift__`): the operands broadcast, the dtype promotes."""
@@ -244,7 +256,10 @@ _META_RULES = {**{f"aten.__{op}shift__.{overload}": _shift
                "aten.convolution_backward.default": _convolution_backward,
                "aten._adaptive_avg_pool2d_backward.default": _adaptive_avg_pool2d_backward,
                "aten.grid_sampler_2d_backward.default": _grid_sampler_2d_backward,
-               "aten.index.Tensor": _index_tensor}
+               "aten.index.Tensor": _index_tensor,
+               "aten._embedding_bag_dense_backward.default": _embedding_bag_dense_backward,
+               "aten._embedding_bag_per_sample_weights_backward.default":
+                   _embedding_bag_per_sample_weights_backward}
 
 
 _OUT_OF_PLACE: dict[Any, Any] = {}

@@ -423,6 +423,29 @@ def test_a_value_shaped_result_of_a_new_size_is_a_new_path_not_an_error() -> Non
     assert stats["coexec_iterations"] >= 6
 
 
+@pytest.mark.parametrize("mode", ["mean", "sum"])
+def test_embedding_bag_co_executes(mode: str) -> None:
+    # torch 1.13 has no meta kernel for embedding_bag's backward: every
+    # step fell back (coexec._META_RULES now shape it). (per_sample_weights'
+    # backward writes through views, not modelled: such a step runs eagerly.)
+    def make() -> tuple:
+        bag = nn.EmbeddingBag(10, 4, mode=mode)
+        head = nn.Linear(4, 3)
+        model = nn.ModuleList([bag, head])
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y):
+            idx = (x.abs() * 3).long() % 10  # 8 bags of 6 indices
+            loss = F.cross_entropy(head(bag(idx)), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    stats = compare(make, batches(10), max_fallbacks=0)
+    assert stats["replayed_iterations"] >= 4
+
+
 def test_constant_targets_reused_across_host_ops() -> None:
     # A GAN-style step: `ones`/`zeros` targets made once and used by several
     # losses (binary_cross_entropy_with_logits runs as a host callback).
