@@ -244,7 +244,8 @@ class _Recorder(TorchDispatchMode):
         self.inside = 0  # depth of _DirectMode calls
         self._direct: Optional[_DirectMode] = None
         self.producers: dict[Key, ValueRef] = {}
-        self.views: dict[tuple, set[Key]] = {}
+        # Memory (base) -> key of each view of it bound -> its region.
+        self.views: dict[tuple, dict[Key, tuple]] = {}
         self.stale: set[Key] = set()
         self.keepalive: list[Any] = []
         # Scalar arguments recorded as feeds (see relax.py), set by the caller.
@@ -522,14 +523,16 @@ class _Recorder(TorchDispatchMode):
         if self._escape_candidates is not None and not isinstance(t, Placeholder):
             self._escape_candidates.append(weakref.ref(t))
         self.stale.discard(k)
-        self.views.setdefault(self.base(t), set()).add(k)
+        self.views.setdefault(self.base(t), {})[k] = _region(t)
         self._keep(t)
 
     def _written(self, t: torch.Tensor) -> None:
-        """`t` was written in place: other views of its memory are stale."""
+        """`t` was written in place: other views of its memory that overlap
+        it are stale (a chunk written, its sibling chunks are not)."""
         k = self.key(t)
-        for other in self.views.get(self.base(t), ()):
-            if other != k:
+        region = _region(t)
+        for other, where in self.views.get(self.base(t), {}).items():
+            if other != k and regions_overlap(region, where):
                 self.producers.pop(other, None)
                 self.stale.add(other)
 
@@ -1111,6 +1114,50 @@ def _python_value(v: Any) -> Any:
         if sym is not None and isinstance(v, sym):
             return kind(v)
     raise TraceProblem(f"argument of type {type(v).__name__} is not expressible")
+
+
+def _region(t: torch.Tensor) -> tuple:
+    """The memory a view covers: (storage offset, sizes, strides, dtype)."""
+    return (t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+
+
+def regions_overlap(a: tuple, b: tuple) -> bool:
+    """Whether two views of one memory (`_region`s) may share an element;
+    exact for views with the same strides in a nested layout (the chunks,
+    slices and rows of one tensor), True when it cannot tell."""
+    (oa, sa, ta, da), (ob, sb, tb, db) = a, b
+    if 0 in sa or 0 in sb:
+        return False
+    if da != db:
+        return True
+    ends = [(o + sum((n - 1) * x for n, x in zip(sz, st) if x < 0), o + sum((n - 1) * x for n, x in zip(sz, st) if x > 0))
+            for o, sz, st in ((oa, sa, ta), (ob, sb, tb))]
+    if ends[0][1] < ends[1][0] or ends[1][1] < ends[0][0]:
+        return False  # apart (rows 0-1 and rows 2-3)
+    if len(sa) != len(sb):
+        return True
+    dims = []  # (stride, size in a, size in b) of the dims that matter
+    for na, nb, xa, xb in zip(sa, sb, ta, tb):
+        if na == 1 and nb == 1:
+            continue
+        if xa != xb or xa <= 0:
+            return True
+        dims.append((xa, na, nb))
+    dims.sort(reverse=True)
+    delta = ob - oa
+    for i, (stride, na, nb) in enumerate(dims):
+        # The lower dims reach less than half a stride: the shift along
+        # this dim is the nearest multiple.
+        span = sum((max(m, n) - 1) * x for x, m, n in dims[i + 1:])
+        if stride <= 2 * span:
+            return True
+        # A shared element is a's index i and b's j with sum((i - j) *
+        # stride) == delta: i - j along this dim is the nearest multiple.
+        shift = (2 * delta + stride) // (2 * stride)
+        if not -(nb - 1) <= shift <= na - 1:
+            return False
+        delta -= shift * stride
+    return delta == 0
 
 
 def written_args(func: Any, args: tuple, kwargs: dict) -> list[torch.Tensor]:

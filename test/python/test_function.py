@@ -447,6 +447,32 @@ def test_embedding_bag_co_executes(mode: str) -> None:
     assert stats["replayed_iterations"] >= 4
 
 
+@pytest.mark.parametrize("cell", ["LSTM", "GRU"])
+def test_recurrent_layers_co_execute_in_the_graph(cell: str) -> None:
+    # torch's CPU LSTM/GRU cells split their gates into chunks (views of
+    # one tensor) and apply sigmoid_/tanh_/add_ to them in place, then read
+    # the other chunks: every chunk was taken as stale after the first
+    # write ("views are not modelled"), and the step ran eagerly for good.
+    # A write now stales only the views it overlaps (tracing.
+    # regions_overlap), and the whole step is one graph.
+    def make() -> tuple:
+        lin, rnn, head = nn.Linear(6, 16), getattr(nn, cell)(4, 8, batch_first=True), nn.Linear(32, 3)
+        model = nn.ModuleList([lin, rnn, head])
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+
+        def step(x, y):
+            seq = torch.tanh(lin(x)).view(-1, 4, 4)
+            loss = F.cross_entropy(head(rnn(seq)[0].reshape(len(x), 32)), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    stats = compare(make, batches(10), max_fallbacks=0)
+    assert stats["replayed_iterations"] >= 4
+    assert stats["host_ops"] == [], stats["host_ops"]
+
+
 def test_constant_targets_reused_across_host_ops() -> None:
     # A GAN-style step: `ones`/`zeros` targets made once and used by several
     # losses (binary_cross_entropy_with_logits runs as a host callback).

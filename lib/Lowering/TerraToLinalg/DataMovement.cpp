@@ -1920,7 +1920,11 @@ void terra::populateDataMovementLowerings(LoweringRegistry &r) {
   r.add("aten.constant_pad_nd", rollBackOnFailure<lowerConstantPadNd>);
   r.add("aten.select.int", rollBackOnFailure<lowerSelect>);
   r.add("aten.unbind.int", rollBackOnFailure<lowerUnbind>);
-  for (StringRef n : {"aten.split.Tensor", "aten.split_with_sizes"})
+  // unsafe_split (RNN cells' gate chunks) differs from split only in
+  // autograd's view tracking: the same values.
+  for (StringRef n :
+       {"aten.split.Tensor", "aten.split_with_sizes",
+        "aten.unsafe_split.Tensor", "aten.unsafe_split_with_sizes"})
     r.add(n, rollBackOnFailure<lowerSplit>);
   r.add("aten.slice_backward", rollBackOnFailure<lowerSliceBackward>);
   r.add("aten.select_backward", rollBackOnFailure<lowerSelectBackward>);

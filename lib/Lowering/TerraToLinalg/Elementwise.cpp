@@ -395,14 +395,19 @@ void terra::populateElementwiseLowerings(LoweringRegistry &r) {
                                    math::SqrtOp::create(b, l, x));
     });
   });
-  r.add("aten.tanh", [](DLOp op, ValueRange o, PatternRewriter &rw) {
-    return unaryFloat(op, o, rw, [](OpBuilder &b, Location l, Value x) -> Value {
-      return math::TanhOp::create(b, l, x);
+  // The in-place forms are recorded functionally (their result is the
+  // written value), as for relu_ (RNN cells apply them to gate chunks).
+  for (StringRef n : {"aten.tanh", "aten.tanh_"})
+    r.add(n, [](DLOp op, ValueRange o, PatternRewriter &rw) {
+      return unaryFloat(op, o, rw,
+                        [](OpBuilder &b, Location l, Value x) -> Value {
+                          return math::TanhOp::create(b, l, x);
+                        });
     });
-  });
-  r.add("aten.sigmoid", [](DLOp op, ValueRange o, PatternRewriter &rw) {
-    return unaryFloat(op, o, rw, sigmoid);
-  });
+  for (StringRef n : {"aten.sigmoid", "aten.sigmoid_"})
+    r.add(n, [](DLOp op, ValueRange o, PatternRewriter &rw) {
+      return unaryFloat(op, o, rw, sigmoid);
+    });
   r.add("aten.silu", [](DLOp op, ValueRange o, PatternRewriter &rw) {
     return unaryFloat(op, o, rw, [](OpBuilder &b, Location l, Value x) -> Value {
       return arith::MulFOp::create(b, l, x, sigmoid(b, l, x));

@@ -145,6 +145,22 @@ terra.graph @split {
 
 // -----
 
+// unsafe_split (an RNN cell's gate chunks) is split's values.
+// CHECK-LABEL: terra.graph @unsafe_split
+// CHECK:         tensor.extract_slice %{{.*}}[0, 0] [8, 8] [1, 1] : tensor<8x24xf32> to tensor<8x8xf32>
+// CHECK:         tensor.extract_slice %{{.*}}[0, 8] [8, 8] [1, 1] : tensor<8x24xf32> to tensor<8x8xf32>
+// CHECK:         tensor.extract_slice %{{.*}}[0, 16] [8, 8] [1, 1] : tensor<8x24xf32> to tensor<8x8xf32>
+// CHECK-NOT:     terra.op
+terra.graph @unsafe_split {
+  %a = terra.feed 1 : tensor<8x24xf32>
+  %r:3 = terra.op "aten.unsafe_split.Tensor"(%a) args {split_size = 8 : i64, dim = 1 : i64} : (tensor<8x24xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>)
+  terra.fetch 0 %r#0 : tensor<8x8xf32>
+  terra.fetch 1 %r#1 : tensor<8x8xf32>
+  terra.fetch 2 %r#2 : tensor<8x8xf32>
+}
+
+// -----
+
 // CHECK-LABEL: terra.graph @select
 // CHECK:         tensor.extract_slice %{{.*}}[0, 6] [4, 1] [1, 1] : tensor<4x7xf32> to tensor<4xf32>
 terra.graph @select {
@@ -449,3 +465,4 @@ terra.graph @affine_grid {
   %g = terra.op "aten.affine_grid_generator"(%t, %t) args {align_corners = false, size = [#terra.dim<1, 0>, 8 : i64, 4 : i64, 5 : i64], terra.shape_operands = 1 : i64} : (tensor<?x2x3xf32>, tensor<?x2x3xf32>) -> tensor<?x4x5x2xf32>
   terra.fetch 0 %g : tensor<?x4x5x2xf32>
 }
+

@@ -125,3 +125,21 @@ terra.graph @triu {
   %r = terra.op "aten.triu"(%x) args {diagonal = 1 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
   terra.fetch 0 %r : tensor<2x4x4xf32>
 }
+
+// -----
+
+// In-place forms are recorded functionally: sigmoid_ and tanh_ lower as
+// sigmoid and tanh.
+// CHECK-LABEL: terra.graph @inplace_sigmoid_tanh
+// CHECK:         linalg.generic
+// CHECK:           arith.negf
+// CHECK:           math.exp
+// CHECK:         linalg.generic
+// CHECK:           math.tanh
+// CHECK-NOT:     terra.op
+terra.graph @inplace_sigmoid_tanh {
+  %x = terra.feed 1 : tensor<8x8xf32>
+  %s = terra.op "aten.sigmoid_"(%x) : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %t = terra.op "aten.tanh_"(%s) : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  terra.fetch 0 %t : tensor<8x8xf32>
+}
