@@ -413,3 +413,9 @@ def test_constant_pad_nd(pad):
     x = torch.randn(2, 3, 4)
     check_op("aten.constant_pad_nd", [x], {"pad": pad, "value": 0.5}, **EXACT)
     check_op("aten.constant_pad_nd", [x], {"pad": pad}, **EXACT)
+
+
+@pytest.mark.parametrize("shape,repeats", [((3,), (2,)), ((2, 3), (2, 2)), ((1, 3), (2, 4, 2)),
+                                           ((2, 1, 3), (1, 3, 1)), ((4,), (3, 1))])
+def test_repeat(shape, repeats):
+    check_op("aten.repeat", [rand(*shape)], {"repeats": list(repeats)})

@@ -569,6 +569,46 @@ LogicalResult lowerExpand(DLOp op, ValueRange o, PatternRewriter &rw) {
   return success();
 }
 
+/// repeat(self, repeats): self, left-padded with unit dims to
+/// len(repeats), tiled repeats[d] times along each dim d; the element at
+/// i reads self at i_d mod size_d. Static shapes only (the mod is an affine
+/// map of the input).
+LogicalResult lowerRepeat(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 1)
+    return failure();
+  MLIRContext *ctx = rw.getContext();
+  Value src = o[0];
+  RankedTensorType t = tensorType(src), rt = resultType(op);
+  std::optional<SmallVector<int64_t>> repeats = getIntListArg(op, "repeats");
+  int64_t r = rt.getRank(), k = t.getRank();
+  if (!repeats || int64_t(repeats->size()) != r || k > r ||
+      !t.hasStaticShape() || !rt.hasStaticShape())
+    return failure();
+  SmallVector<AffineExpr> exprs;
+  for (int64_t d = 0; d < r; ++d) {
+    int64_t id = d - (r - k);
+    if ((*repeats)[d] < 0 ||
+        rt.getDimSize(d) != (id < 0 ? 1 : t.getDimSize(id)) * (*repeats)[d])
+      return failure();
+    if (id < 0)
+      continue;
+    int64_t n = t.getDimSize(id);
+    exprs.push_back(n == 1 ? getAffineConstantExpr(0, ctx)
+                           : getAffineDimExpr(d, ctx) % n);
+  }
+  Value init = tensor::EmptyOp::create(rw, op.getLoc(), rt, ValueRange{});
+  SmallVector<AffineMap> maps = {AffineMap::get(r, 0, exprs, ctx),
+                                 rw.getMultiDimIdentityMap(r)};
+  SmallVector<utils::IteratorType> iters(r, utils::IteratorType::parallel);
+  auto g = linalg::GenericOp::create(
+      rw, op.getLoc(), rt, src, init, maps, iters,
+      [](OpBuilder &b, Location l, ValueRange a) {
+        linalg::YieldOp::create(b, l, a[0]);
+      });
+  rw.replaceOp(op, g.getResult(0));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Slicing
 //===----------------------------------------------------------------------===//
@@ -1916,6 +1956,7 @@ void terra::populateDataMovementLowerings(LoweringRegistry &r) {
   r.add("aten.transpose.int", rollBackOnFailure<lowerTranspose>);
   r.add("aten.t", rollBackOnFailure<lowerT>);
   r.add("aten.expand", rollBackOnFailure<lowerExpand>);
+  r.add("aten.repeat", rollBackOnFailure<lowerRepeat>);
   r.add("aten.slice.Tensor", rollBackOnFailure<lowerSlice>);
   r.add("aten.constant_pad_nd", rollBackOnFailure<lowerConstantPadNd>);
   r.add("aten.select.int", rollBackOnFailure<lowerSelect>);

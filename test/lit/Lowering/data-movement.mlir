@@ -466,3 +466,16 @@ terra.graph @affine_grid {
   terra.fetch 0 %g : tensor<?x4x5x2xf32>
 }
 
+// -----
+
+// repeat tiles the input: each output index reads the input at i mod size
+// (a leading new dim and a unit dim read index 0).
+// CHECK-DAG:   #[[IN:.*]] = affine_map<(d0, d1, d2) -> (0, d2 mod 3)>
+// CHECK-LABEL: terra.graph @repeat
+// CHECK:         linalg.generic {indexing_maps = [#[[IN]], #{{.*}}], iterator_types = ["parallel", "parallel", "parallel"]} ins(%{{.*}} : tensor<1x3xf32>) outs(%{{.*}} : tensor<2x4x6xf32>)
+// CHECK-NOT:     terra.op
+terra.graph @repeat {
+  %a = terra.feed 1 : tensor<1x3xf32>
+  %r = terra.op "aten.repeat"(%a) args {repeats = [2, 4, 2]} : (tensor<1x3xf32>) -> tensor<2x4x6xf32>
+  terra.fetch 0 %r : tensor<2x4x6xf32>
+}
