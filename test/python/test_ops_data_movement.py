@@ -419,3 +419,11 @@ def test_constant_pad_nd(pad):
                                            ((2, 1, 3), (1, 3, 1)), ((4,), (3, 1))])
 def test_repeat(shape, repeats):
     check_op("aten.repeat", [rand(*shape)], {"repeats": list(repeats)})
+
+
+@pytest.mark.parametrize("shape,factor", [((1, 8, 3, 5), 2), ((2, 9, 2, 2), 3), ((3, 4, 4, 2, 2), 2)])
+def test_pixel_shuffle_and_unshuffle(shape, factor):
+    x = rand(*shape)
+    check_op("aten.pixel_shuffle", [x], {"upscale_factor": factor}, **EXACT)
+    y = torch.pixel_shuffle(x, factor)
+    check_op("aten.pixel_unshuffle", [y], {"downscale_factor": factor}, **EXACT)

@@ -184,3 +184,12 @@ def test_abs_and_sign_with_zeros_and_nan(name):
 @pytest.mark.parametrize("diagonal", [0, 1, -2])
 def test_triangles(name, diagonal):
     check_op(name, [rand(2, 5, 7)], {"diagonal": diagonal})
+
+
+def test_xlogy():
+    # 0 where x == 0 (even for y == 0), NaN where y is NaN, x * log(y) else.
+    x = torch.tensor([0.0, 0.0, 1.5, 2.0, -1.0, 0.5, float("nan")])
+    y = torch.tensor([0.0, float("nan"), 2.0, 0.0, 3.0, -1.0, 1.0])
+    got = run_op("aten.xlogy.Tensor", [x, y], {}, [torch.xlogy(x, y)])[0]
+    np.testing.assert_allclose(got, torch.xlogy(x, y).numpy(), rtol=1e-6, equal_nan=True)
+    check_op("aten.xlogy.Tensor", [rand(4, 5).abs(), rand(5).abs() + 0.1], rtol=1e-5, atol=1e-6)

@@ -609,6 +609,57 @@ LogicalResult lowerRepeat(DLOp op, ValueRange o, PatternRewriter &rw) {
   return success();
 }
 
+/// pixel_shuffle(x, r): out[..., c, h*r + i, w*r + j] =
+/// x[..., c*r*r + i*r + j, h, w]; pixel_unshuffle (Shuffle = false) is its
+/// inverse. Static shapes: the index arithmetic is an affine map of the
+/// output's indices.
+template <bool Shuffle>
+LogicalResult lowerPixelShuffle(DLOp op, ValueRange o, PatternRewriter &rw) {
+  std::optional<int64_t> factor =
+      getIntArg(op, Shuffle ? "upscale_factor" : "downscale_factor");
+  if (o.size() != 1 || !factor || *factor < 1)
+    return failure();
+  MLIRContext *ctx = rw.getContext();
+  RankedTensorType t = tensorType(o[0]), rt = resultType(op);
+  int64_t rank = rt.getRank(), r = *factor;
+  if (rank < 3 || t.getRank() != rank || !t.hasStaticShape() ||
+      !rt.hasStaticShape())
+    return failure();
+  int64_t c = rank - 3, y = rank - 2, x = rank - 1;
+  RankedTensorType small = Shuffle ? rt : t, big = Shuffle ? t : rt;
+  // `big` has r*r times the channels of `small`, which has r times its
+  // height and width.
+  if (big.getDimSize(c) != small.getDimSize(c) * r * r ||
+      small.getDimSize(y) != big.getDimSize(y) * r ||
+      small.getDimSize(x) != big.getDimSize(x) * r)
+    return failure();
+  SmallVector<AffineExpr> exprs;
+  for (int64_t d = 0; d < c; ++d)
+    exprs.push_back(getAffineDimExpr(d, ctx));
+  AffineExpr dc = getAffineDimExpr(c, ctx), dy = getAffineDimExpr(y, ctx),
+             dx = getAffineDimExpr(x, ctx);
+  if (Shuffle) {
+    exprs.push_back(dc * (r * r) + (dy % r) * r + dx % r);
+    exprs.push_back(dy.floorDiv(r));
+    exprs.push_back(dx.floorDiv(r));
+  } else {
+    exprs.push_back(dc.floorDiv(r * r));
+    exprs.push_back(dy * r + (dc % (r * r)).floorDiv(r));
+    exprs.push_back(dx * r + dc % r);
+  }
+  Value init = tensor::EmptyOp::create(rw, op.getLoc(), rt, ValueRange{});
+  SmallVector<AffineMap> maps = {AffineMap::get(rank, 0, exprs, ctx),
+                                 rw.getMultiDimIdentityMap(rank)};
+  SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
+  auto g =
+      linalg::GenericOp::create(rw, op.getLoc(), rt, o[0], init, maps, iters,
+                                [](OpBuilder &b, Location l, ValueRange a) {
+                                  linalg::YieldOp::create(b, l, a[0]);
+                                });
+  rw.replaceOp(op, g.getResult(0));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Slicing
 //===----------------------------------------------------------------------===//
@@ -1957,6 +2008,8 @@ void terra::populateDataMovementLowerings(LoweringRegistry &r) {
   r.add("aten.t", rollBackOnFailure<lowerT>);
   r.add("aten.expand", rollBackOnFailure<lowerExpand>);
   r.add("aten.repeat", rollBackOnFailure<lowerRepeat>);
+  r.add("aten.pixel_shuffle", rollBackOnFailure<lowerPixelShuffle<true>>);
+  r.add("aten.pixel_unshuffle", rollBackOnFailure<lowerPixelShuffle<false>>);
   r.add("aten.slice.Tensor", rollBackOnFailure<lowerSlice>);
   r.add("aten.constant_pad_nd", rollBackOnFailure<lowerConstantPadNd>);
   r.add("aten.select.int", rollBackOnFailure<lowerSelect>);

@@ -319,6 +319,24 @@ void terra::populateElementwiseLowerings(LoweringRegistry &r) {
     r.add(n, lowerBinary<BinKind::Div>);
   for (StringRef n : {"aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor"})
     r.add(n, lowerBinary<BinKind::Pow>);
+  // xlogy(x, y) = x * log(y), 0 where x == 0, NaN where y is (ATen's rule:
+  // KL divergence's target term).
+  r.add("aten.xlogy.Tensor", [](DLOp op, ValueRange o, PatternRewriter &rw) {
+    if (o.size() != 2 || !isFloat(elemOf(op)))
+      return failure();
+    return lowerElementwise(
+        op, o, rw, [](OpBuilder &b, Location l, ValueRange a) -> Value {
+          Value x = a[0], y = a[1], zero = cst(b, l, x, 0.0);
+          Value prod =
+              arith::MulFOp::create(b, l, x, math::LogOp::create(b, l, y));
+          Value xZero =
+              arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ, x, zero);
+          Value yNan =
+              arith::CmpFOp::create(b, l, arith::CmpFPredicate::UNO, y, y);
+          return arith::SelectOp::create(
+              b, l, yNan, y, arith::SelectOp::create(b, l, xZero, zero, prod));
+        });
+  });
   r.add("aten.maximum", lowerBinary<BinKind::Max>);
   r.add("aten.minimum", lowerBinary<BinKind::Min>);
 

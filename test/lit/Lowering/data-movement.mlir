@@ -479,3 +479,20 @@ terra.graph @repeat {
   %r = terra.op "aten.repeat"(%a) args {repeats = [2, 4, 2]} : (tensor<1x3xf32>) -> tensor<2x4x6xf32>
   terra.fetch 0 %r : tensor<2x4x6xf32>
 }
+
+// -----
+
+// pixel_shuffle reads channel c*r*r + (y mod r)*r + (x mod r) at
+// (y floordiv r, x floordiv r); pixel_unshuffle is the inverse map.
+// CHECK-DAG:   #[[PS:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1 * 4 + (d2 mod 2) * 2 + d3 mod 2, d2 floordiv 2, d3 floordiv 2)>
+// CHECK-DAG:   #[[PU:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1 floordiv 4, d2 * 2 + (d1 mod 4) floordiv 2, d3 * 2 + d1 mod 2)>
+// CHECK-LABEL: terra.graph @pixel_shuffle
+// CHECK:         linalg.generic {indexing_maps = [#[[PS]], #{{.*}}]{{.*}} ins(%{{.*}} : tensor<1x8x3x5xf32>) outs(%{{.*}} : tensor<1x2x6x10xf32>)
+// CHECK:         linalg.generic {indexing_maps = [#[[PU]], #{{.*}}]{{.*}} ins(%{{.*}} : tensor<1x2x6x10xf32>) outs(%{{.*}} : tensor<1x8x3x5xf32>)
+// CHECK-NOT:     terra.op
+terra.graph @pixel_shuffle {
+  %a = terra.feed 1 : tensor<1x8x3x5xf32>
+  %s = terra.op "aten.pixel_shuffle"(%a) args {upscale_factor = 2 : i64} : (tensor<1x8x3x5xf32>) -> tensor<1x2x6x10xf32>
+  %u = terra.op "aten.pixel_unshuffle"(%s) args {downscale_factor = 2 : i64} : (tensor<1x2x6x10xf32>) -> tensor<1x8x3x5xf32>
+  terra.fetch 0 %u : tensor<1x8x3x5xf32>
+}

@@ -143,3 +143,22 @@ terra.graph @inplace_sigmoid_tanh {
   %t = terra.op "aten.tanh_"(%s) : (tensor<8x8xf32>) -> tensor<8x8xf32>
   terra.fetch 0 %t : tensor<8x8xf32>
 }
+
+// -----
+
+// xlogy: 0 where x == 0, NaN where y is NaN, x * log(y) otherwise.
+// CHECK-LABEL: terra.graph @xlogy
+// CHECK:         linalg.generic
+// CHECK:           %[[L:.*]] = math.log
+// CHECK:           %[[P:.*]] = arith.mulf %{{.*}}, %[[L]]
+// CHECK:           %[[Z:.*]] = arith.cmpf oeq
+// CHECK:           %[[N:.*]] = arith.cmpf uno
+// CHECK:           %[[S:.*]] = arith.select %[[Z]], %{{.*}}, %[[P]]
+// CHECK:           arith.select %[[N]], %{{.*}}, %[[S]]
+// CHECK-NOT:     terra.op
+terra.graph @xlogy {
+  %x = terra.feed 1 : tensor<4x5xf32>
+  %y = terra.feed 2 : tensor<5xf32>
+  %r = terra.op "aten.xlogy.Tensor"(%x, %y) : (tensor<4x5xf32>, tensor<5xf32>) -> tensor<4x5xf32>
+  terra.fetch 0 %r : tensor<4x5xf32>
+}
