@@ -429,20 +429,11 @@ def test_embedding_bag_co_executes(mode: str) -> None:
     # step fell back (coexec._META_RULES now shape it). (Mode "sum" and
     # per_sample_weights write through views in their backward: not
     # modelled, such a step runs eagerly.)
-    def make() -> tuple:
-        bag = nn.EmbeddingBag(10, 4, mode=mode)
-        head = nn.Linear(4, 3)
-        model = nn.ModuleList([bag, head])
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-
-        def step(x, y):
-            idx = (x.abs() * 3).long() % 10  # 8 bags of 6 indices
-            loss = F.cross_entropy(head(bag(idx)), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-        return step, model, opt
+    def loss(model, x, y):
+        idx = (x.abs() * 3).long() % 10  # 8 bags of 6 indices
+        return F.cross_entropy(model[1](model[0](idx)), y)
+    make = sgd_program(loss=loss, model_fn=lambda: nn.ModuleList([nn.EmbeddingBag(10, 4, mode=mode),
+                                                                  nn.Linear(4, 3)]))
     stats = compare(make, batches(10), max_fallbacks=0)
     assert stats["replayed_iterations"] >= 4
 
@@ -455,19 +446,11 @@ def test_recurrent_layers_co_execute_in_the_graph(cell: str) -> None:
     # write ("views are not modelled"), and the step ran eagerly for good.
     # A write now stales only the views it overlaps (tracing.
     # regions_overlap), and the whole step is one graph.
-    def make() -> tuple:
-        lin, rnn, head = nn.Linear(6, 16), getattr(nn, cell)(4, 8, batch_first=True), nn.Linear(32, 3)
-        model = nn.ModuleList([lin, rnn, head])
-        opt = torch.optim.Adam(model.parameters(), lr=0.01)
-
-        def step(x, y):
-            seq = torch.tanh(lin(x)).view(-1, 4, 4)
-            loss = F.cross_entropy(head(rnn(seq)[0].reshape(len(x), 32)), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-        return step, model, opt
+    def loss(model, x, y):
+        seq = torch.tanh(model[0](x)).view(-1, 4, 4)
+        return F.cross_entropy(model[2](model[1](seq)[0].reshape(len(x), 32)), y)
+    make = sgd_program(loss=loss, optimizer=torch.optim.Adam, lr=0.01, model_fn=lambda: nn.ModuleList(
+        [nn.Linear(6, 16), getattr(nn, cell)(4, 8, batch_first=True), nn.Linear(32, 3)]))
     stats = compare(make, batches(10), max_fallbacks=0)
     assert stats["replayed_iterations"] >= 4
     assert stats["host_ops"] == [], stats["host_ops"]
