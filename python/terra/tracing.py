@@ -613,8 +613,10 @@ class _Recorder(TorchDispatchMode):
                     # Same memory, same key: `loss.detach()` kept is `loss` kept.
                     self._escape_candidates.append(weakref.ref(out))
             return out
-        value_rng = name in HOST_VALUE_OPS or info.random and name not in HOST_RNG_OPS and (
-            name != "aten.rrelu_with_noise" or _arg(func, args, kwargs, "training", False))
+        # Run on the host on values it reads first (rrelu draws only when training).
+        value_rng = name in HOST_VALUE_OPS or (
+            info.random and name not in HOST_RNG_OPS
+            and (name != "aten.rrelu_with_noise" or _arg(func, args, kwargs, "training", False)))
         if name in HOST_RNG_OPS or value_rng:
             self._kind = "rng"
             written = written_args(func, args, kwargs)
@@ -709,8 +711,10 @@ class _Recorder(TorchDispatchMode):
             return self.materialize(t, "value", self._operand_value, site)
         return tree_map(current, args), tree_map(current, kwargs)
 
-    def _operand_value(self, t: torch.Tensor) -> torch.Tensor:
-        """What a host-drawn random op reads for `t` (see _read_operands)."""
+    @staticmethod
+    def _operand_value(t: torch.Tensor) -> torch.Tensor:
+        """What the host has for `t` when an op it runs reads it: the value
+        a materialization hands over (see _read_operands)."""
         return t
 
     def _operands(self, func: Any, name: str, args: tuple, kwargs: dict,
