@@ -193,3 +193,10 @@ def test_xlogy():
     got = run_op("aten.xlogy.Tensor", [x, y], {}, [torch.xlogy(x, y)])[0]
     np.testing.assert_allclose(got, torch.xlogy(x, y).numpy(), rtol=1e-6, equal_nan=True)
     check_op("aten.xlogy.Tensor", [rand(4, 5).abs(), rand(5).abs() + 0.1], rtol=1e-5, atol=1e-6)
+
+
+def test_masked_fill():
+    x, mask = rand(4, 5), torch.rand(5) > 0.5
+    check_op("aten.masked_fill.Scalar", [x, mask], {"value": -2.5})
+    check_op("aten.masked_fill.Scalar", [x.long(), torch.rand(4, 5) > 0.5], {"value": 7})
+    check_op("aten.masked_fill.Tensor", [x, mask, torch.tensor(3.0)])

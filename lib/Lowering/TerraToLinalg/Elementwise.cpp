@@ -584,6 +584,25 @@ void terra::populateElementwiseLowerings(LoweringRegistry &r) {
       return arith::SelectOp::create(b, l, c, a[1], a[2]);
     });
   });
+  // masked_fill(self, mask, value): value where mask, else self (mask
+  // broadcasts; value a number or a 0-d tensor).
+  for (StringRef n : {"aten.masked_fill.Scalar", "aten.masked_fill_.Scalar",
+                      "aten.masked_fill.Tensor", "aten.masked_fill_.Tensor"})
+    r.add(n, [](DLOp op, ValueRange o, PatternRewriter &rw) {
+      if (o.size() < 2)
+        return failure();
+      Value value = scalarArgOrOperand(rw, op, o, 2, "value", elemOf(op));
+      if (!value)
+        return failure();
+      Value r = buildElementwise(
+          rw, op.getLoc(), resultType(op), {o[0], o[1]},
+          [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+            Value c = castScalar(b, l, a[1], b.getI1Type());
+            return arith::SelectOp::create(b, l, c, value, a[0]);
+          });
+      rw.replaceOp(op, r);
+      return success();
+    });
   // copy(self, src) and copy_(self, src) produce src in self's shape.
   for (StringRef n : {"aten.copy", "aten.copy_"})
     r.add(n, [](DLOp op, ValueRange o, PatternRewriter &rw) {

@@ -162,3 +162,18 @@ terra.graph @xlogy {
   %r = terra.op "aten.xlogy.Tensor"(%x, %y) : (tensor<4x5xf32>, tensor<5xf32>) -> tensor<4x5xf32>
   terra.fetch 0 %r : tensor<4x5xf32>
 }
+
+// -----
+
+// masked_fill: the value where the (broadcast) mask holds, else self.
+// CHECK-LABEL: terra.graph @masked_fill
+// CHECK:         %[[V:.*]] = arith.constant -2.500000e+00 : f32
+// CHECK:         linalg.generic
+// CHECK:           arith.select %{{.*}}, %[[V]], %{{.*}} : f32
+// CHECK-NOT:     terra.op
+terra.graph @masked_fill {
+  %x = terra.feed 1 : tensor<4x5xf32>
+  %m = terra.feed 2 : tensor<5xi1>
+  %r = terra.op "aten.masked_fill.Scalar"(%x, %m) args {value = -2.5 : f64} : (tensor<4x5xf32>, tensor<5xi1>) -> tensor<4x5xf32>
+  terra.fetch 0 %r : tensor<4x5xf32>
+}
