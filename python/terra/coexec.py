@@ -459,7 +459,7 @@ class CoExecutor(TapeRecorder, _Recorder):
         return mode
 
     def __torch_dispatch__(self, func: Any, types_: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
-        if func in tracing.DECOMPOSED and not self.paused:
+        if (func in tracing.DECOMPOSED or self.decomposing) and not self.paused:
             out = self._decomposed(func, types_, args, kwargs or {})
             if out is not NotImplemented:
                 return out

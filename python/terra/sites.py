@@ -96,6 +96,11 @@ class Site:
 # innermost frame of an engine op the wrapper, not `torch.autograd`'s entry.
 _TORCH_PLUMBING = tuple(os.path.join("torch", *parts) for parts in (
     ("utils", "_python_dispatch.py"), ("_compile.py",), ("_dynamo", "eval_frame.py")))
+# torch's decompositions the recorder runs in place of an op (tracing.
+# TORCH_DECOMPOSED): their ops take the op's site, as the ops of an op
+# composed in C++ do (an engine op's decomposition stays an engine op).
+_TORCH_PLUMBING += tuple(os.path.join("torch", "_decomp", name) for name in (
+    "decompositions.py", "__init__.py")) + (os.path.join("torch", "_prims_common", "wrappers.py"),)
 
 
 # By file name: equal code objects (== ignores the file) may live in

@@ -60,8 +60,22 @@ ALIAS_OPS = frozenset({"aten.detach", "aten.alias", "aten.lift_fresh", "aten.lif
 METADATA_OPS = frozenset({"aten.is_same_size", "aten.sym_size", "aten.sym_stride", "aten.sym_numel",
                           "aten.sym_storage_offset", "aten.size", "aten.stride", "aten.numel",
                           "aten.dim", "aten.is_contiguous"})
+# Ops the graph has no lowering for that torch decomposes (torch._decomp)
+# into ops it has: recorded as their decomposition.
+try:
+    from torch._decomp import decomposition_table as _TORCH_DECOMPOSITIONS
+except ImportError:  # pragma: no cover - every torch since 1.13 has it
+    _TORCH_DECOMPOSITIONS = {}
+TORCH_DECOMPOSED = {op: _TORCH_DECOMPOSITIONS[op] for op in (
+    torch.ops.aten.native_group_norm.default, torch.ops.aten.native_group_norm_backward.default,
+    torch.ops.aten.binary_cross_entropy.default, torch.ops.aten.binary_cross_entropy_backward.default,
+    torch.ops.aten.var.correction, torch.ops.aten.var_mean.correction, torch.ops.aten.std.correction,
+    torch.ops.aten.std_mean.correction)
+    # (Only those written with aten ops: torch._refs ones call prims.)
+    if op in _TORCH_DECOMPOSITIONS
+    and getattr(_TORCH_DECOMPOSITIONS[op], "__module__", "") == "torch._decomp.decompositions"}
 # Ops the recorder runs as other ops (_Recorder._decomposed).
-DECOMPOSED = frozenset({dropout.NATIVE_DROPOUT, *INPLACE_VIEWS, *indexing.OPS})
+DECOMPOSED = frozenset({dropout.NATIVE_DROPOUT, *INPLACE_VIEWS, *indexing.OPS, *TORCH_DECOMPOSED})
 # Ops whose schema (torch 1.13) does not mark arguments they write in place.
 UNMARKED_WRITES = {"aten.native_batch_norm": ("running_mean", "running_var"),
                    "aten._native_batch_norm_legit": ("running_mean", "running_var"),
@@ -242,6 +256,7 @@ class _Recorder(TorchDispatchMode):
         self.paused = 0
         self.thread = threading.get_ident()
         self.inside = 0  # depth of _DirectMode calls
+        self.decomposing = 0  # depth of torch decompositions run (_decomposed)
         self._direct: Optional[_DirectMode] = None
         self.producers: dict[Key, ValueRef] = {}
         # Memory (base) -> key of each view of it bound -> its region.
@@ -552,7 +567,7 @@ class _Recorder(TorchDispatchMode):
 
     # -- ops -----------------------------------------------------------------
     def __torch_dispatch__(self, func: Any, types_: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
-        if func in DECOMPOSED and not self.paused:
+        if (func in DECOMPOSED or self.decomposing) and not self.paused:
             out = self._decomposed(func, types_, args, kwargs or {})
             if out is not NotImplemented:
                 return out
@@ -686,7 +701,29 @@ class _Recorder(TorchDispatchMode):
             argument takes the view's metadata; its new identity is the
             view's (same memory, sizes and strides), so later ops read the
             view's value;
-          * indexing with slices (`x[:, idx]`, indexing.py)."""
+          * indexing with slices (`x[:, idx]`, indexing.py);
+          * an op of TORCH_DECOMPOSED: torch's decomposition runs with this
+            recorder handling its ops (its frames are not part of their
+            sites: sites.py), where the recorder is torch 1.13's direct
+            handler (elsewhere it stays one op, a host call)."""
+        decomposition = TORCH_DECOMPOSED.get(func)
+        if decomposition is None and self.decomposing and _composite(func):
+            # An op a decomposition calls that torch composes of others
+            # (`to`, `var`): reached here below autograd, where torch does
+            # not decompose it; its composition, as the program's would be.
+            decomposition = func.decompose
+        if decomposition is not None:
+            if not (_DIRECT and self._direct is not None and self.inside and _len_torch_dispatch_stack() == 1):
+                return NotImplemented
+            self.decomposing += 1
+            _set_torch_dispatch_mode(self._direct)  # (off while this handler runs)
+            try:
+                return decomposition(*args, **kwargs)
+            finally:
+                _set_torch_dispatch_mode(None)
+                self.decomposing -= 1
+        if func not in DECOMPOSED:
+            return NotImplemented
         dispatch = self.__torch_dispatch__
         if func is dropout.NATIVE_DROPOUT:
             parts = dropout.split_args(args, kwargs)
@@ -1118,6 +1155,18 @@ def _python_value(v: Any) -> Any:
         if sym is not None and isinstance(v, sym):
             return kind(v)
     raise TraceProblem(f"argument of type {type(v).__name__} is not expressible")
+
+
+_COMPOSITE: dict[Any, bool] = {}
+
+
+def _composite(func: Any) -> bool:
+    """Whether torch composes `func` of other ops (CompositeImplicitAutograd)."""
+    hit = _COMPOSITE.get(func)
+    if hit is None:
+        hit = _COMPOSITE[func] = hasattr(func, "decompose") and torch._C._dispatch_has_kernel_for_dispatch_key(
+            func.name(), "CompositeImplicitAutograd")
+    return hit
 
 
 def _region(t: torch.Tensor) -> tuple:

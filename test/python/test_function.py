@@ -456,6 +456,32 @@ def test_recurrent_layers_co_execute_in_the_graph(cell: str) -> None:
     assert stats["host_ops"] == [], stats["host_ops"]
 
 
+_TORCH_DECOMPOSED = {
+    "group_norm": (lambda: nn.ModuleList([nn.Linear(6, 32), nn.GroupNorm(2, 4), nn.Linear(32, 3)]),
+                   lambda m, x, y: F.cross_entropy(m[2](m[1](m[0](x).view(-1, 4, 8)).view(-1, 32)), y)),
+    "binary_cross_entropy": (lambda: nn.ModuleList([nn.Linear(6, 3)]),
+                             lambda m, x, y: F.binary_cross_entropy(torch.sigmoid(m[0](x)), (y[:, None] == 1).float()
+                                                                    .expand(-1, 3))),
+    "var/std": (lambda: nn.ModuleList([nn.Linear(6, 16), nn.Linear(16, 3)]),
+                lambda m, x, y: F.cross_entropy(m[1](m[0](x) / m[0](x).std(1, keepdim=True)), y)
+                + m[0](x).var(0).mean()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_TORCH_DECOMPOSED))
+def test_ops_without_a_lowering_run_as_torchs_decomposition(name: str) -> None:
+    # group norm (and its backward), binary cross entropy (and its
+    # backward), var/std had no lowering: host callbacks on the graph's
+    # thread. They are recorded as torch's own decompositions
+    # (tracing.TORCH_DECOMPOSED), ops the graph has, where terra is torch
+    # 1.13's direct handler (under torch 2.x they stay host calls).
+    model_fn, loss = _TORCH_DECOMPOSED[name]
+    stats = compare(sgd_program(loss=loss, model_fn=model_fn, momentum=0.9), batches(10), max_fallbacks=0)
+    assert stats["replayed_iterations"] >= 4
+    if importlib.import_module("terra.tracing")._DIRECT:
+        assert stats["host_ops"] == [], stats["host_ops"]
+
+
 def test_constant_targets_reused_across_host_ops() -> None:
     # A GAN-style step: `ones`/`zeros` targets made once and used by several
     # losses (binary_cross_entropy_with_logits runs as a host callback).
