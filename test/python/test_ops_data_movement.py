@@ -427,3 +427,8 @@ def test_pixel_shuffle_and_unshuffle(shape, factor):
     check_op("aten.pixel_shuffle", [x], {"upscale_factor": factor}, **EXACT)
     y = torch.pixel_shuffle(x, factor)
     check_op("aten.pixel_unshuffle", [y], {"downscale_factor": factor}, **EXACT)
+
+
+@pytest.mark.parametrize("shape,dims", [((5,), [0]), ((3, 4), [1]), ((2, 3, 4), [0, 2]), ((2, 3, 4), [-1])])
+def test_flip(shape, dims):
+    check_op("aten.flip", [rand(*shape)], {"dims": dims}, **EXACT)

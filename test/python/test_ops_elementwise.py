@@ -200,3 +200,21 @@ def test_masked_fill():
     check_op("aten.masked_fill.Scalar", [x, mask], {"value": -2.5})
     check_op("aten.masked_fill.Scalar", [x.long(), torch.rand(4, 5) > 0.5], {"value": 7})
     check_op("aten.masked_fill.Tensor", [x, mask, torch.tensor(3.0)])
+
+
+def test_remainder_has_the_sign_of_the_divisor():
+    x = torch.tensor([[5.5, -5.5, 3.0, -3.0, 0.0, -0.25]])
+    check_op("aten.remainder.Scalar", [x], {"other": 2.0})
+    check_op("aten.remainder.Scalar", [x], {"other": -2.0})
+    check_op("aten.remainder.Tensor", [x, torch.tensor([2.0, 2.0, -1.5, 1.5, 3.0, -1.0])])
+    i = torch.tensor([7, -7, 6, -6, 0, 3])
+    check_expected("aten.remainder.Scalar", [i], {"other": 4}, torch.remainder(i, 4))
+    check_expected("aten.remainder.Tensor", [i, torch.tensor([3, 3, -4, -4, 5, -2])],
+                   {}, torch.remainder(i, torch.tensor([3, 3, -4, -4, 5, -2])))
+
+
+def test_bitwise_not():
+    i = torch.tensor([0, 1, -1, 5, -6])
+    check_expected("aten.bitwise_not", [i], {}, torch.bitwise_not(i))
+    b = torch.tensor([True, False, True])
+    check_expected("aten.bitwise_not", [b], {}, torch.bitwise_not(b))

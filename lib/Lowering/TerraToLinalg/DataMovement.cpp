@@ -660,6 +660,47 @@ LogicalResult lowerPixelShuffle(DLOp op, ValueRange o, PatternRewriter &rw) {
   return success();
 }
 
+/// flip(self, dims): the flipped dims read index size - 1 - i (static
+/// sizes: an affine map).
+LogicalResult lowerFlip(DLOp op, ValueRange o, PatternRewriter &rw) {
+  std::optional<SmallVector<int64_t>> dims = getIntListArg(op, "dims");
+  if (o.size() != 1 || !dims)
+    return failure();
+  MLIRContext *ctx = rw.getContext();
+  RankedTensorType t = tensorType(o[0]), rt = resultType(op);
+  int64_t rank = t.getRank();
+  if (rt != t)
+    return failure();
+  SmallVector<bool> flipped(rank, false);
+  for (int64_t d : *dims) {
+    if (d < 0)
+      d += rank;
+    if (d < 0 || d >= rank || t.isDynamicDim(d))
+      return failure();
+    flipped[d] = true;
+  }
+  SmallVector<AffineExpr> exprs;
+  SmallVector<Value> dyn;
+  for (int64_t d = 0; d < rank; ++d) {
+    AffineExpr e = getAffineDimExpr(d, ctx);
+    exprs.push_back(
+        flipped[d] ? getAffineConstantExpr(t.getDimSize(d) - 1, ctx) - e : e);
+    if (t.isDynamicDim(d))
+      dyn.push_back(tensor::DimOp::create(rw, op.getLoc(), o[0], d));
+  }
+  Value init = tensor::EmptyOp::create(rw, op.getLoc(), rt, dyn);
+  SmallVector<AffineMap> maps = {AffineMap::get(rank, 0, exprs, ctx),
+                                 rw.getMultiDimIdentityMap(rank)};
+  SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
+  auto g =
+      linalg::GenericOp::create(rw, op.getLoc(), rt, o[0], init, maps, iters,
+                                [](OpBuilder &b, Location l, ValueRange a) {
+                                  linalg::YieldOp::create(b, l, a[0]);
+                                });
+  rw.replaceOp(op, g.getResult(0));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Slicing
 //===----------------------------------------------------------------------===//
@@ -2008,6 +2049,7 @@ void terra::populateDataMovementLowerings(LoweringRegistry &r) {
   r.add("aten.t", rollBackOnFailure<lowerT>);
   r.add("aten.expand", rollBackOnFailure<lowerExpand>);
   r.add("aten.repeat", rollBackOnFailure<lowerRepeat>);
+  r.add("aten.flip", rollBackOnFailure<lowerFlip>);
   r.add("aten.pixel_shuffle", rollBackOnFailure<lowerPixelShuffle<true>>);
   r.add("aten.pixel_unshuffle", rollBackOnFailure<lowerPixelShuffle<false>>);
   r.add("aten.slice.Tensor", rollBackOnFailure<lowerSlice>);

@@ -584,6 +584,58 @@ void terra::populateElementwiseLowerings(LoweringRegistry &r) {
       return arith::SelectOp::create(b, l, c, a[1], a[2]);
     });
   });
+  // remainder(a, b): Python's modulo, the sign of the divisor (fmod or
+  // remsi, then b added where the remainder is nonzero and its sign
+  // differs from b's).
+  for (StringRef n : {"aten.remainder.Scalar", "aten.remainder.Tensor"})
+    r.add(n, [](DLOp op, ValueRange o, PatternRewriter &rw) {
+      Type et = elemOf(op);
+      if (o.empty() || !(isFloat(et) || isa<IntegerType>(et)) ||
+          et.isInteger(1))
+        return failure();
+      bool tensorOther =
+          o.size() > 1 && cast<RankedTensorType>(o[1].getType()).getRank() > 0;
+      Value other =
+          tensorOther ? o[1] : scalarArgOrOperand(rw, op, o, 1, "other", et);
+      if (!other)
+        return failure();
+      bool f = isFloat(et);
+      Value res = buildElementwise(
+          rw, op.getLoc(), resultType(op), {o[0], other},
+          [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+            Value x = a[0], y = a[1], zero = cst(b, l, x, 0.0);
+            Value m = f ? Value(arith::RemFOp::create(b, l, x, y))
+                        : Value(arith::RemSIOp::create(b, l, x, y));
+            auto lt = [&](Value v) -> Value {
+              return f ? Value(arith::CmpFOp::create(
+                             b, l, arith::CmpFPredicate::OLT, v, zero))
+                       : Value(arith::CmpIOp::create(
+                             b, l, arith::CmpIPredicate::slt, v, zero));
+            };
+            Value nonzero = f ? Value(arith::CmpFOp::create(
+                                    b, l, arith::CmpFPredicate::UNE, m, zero))
+                              : Value(arith::CmpIOp::create(
+                                    b, l, arith::CmpIPredicate::ne, m, zero));
+            Value differ = arith::XOrIOp::create(b, l, lt(m), lt(y));
+            Value fix = arith::AndIOp::create(b, l, nonzero, differ);
+            Value adjusted = f ? Value(arith::AddFOp::create(b, l, m, y))
+                               : Value(arith::AddIOp::create(b, l, m, y));
+            return arith::SelectOp::create(b, l, fix, adjusted, m);
+          });
+      rw.replaceOp(op, res);
+      return success();
+    });
+  // bitwise_not: ~x for integers, not for bools; logical_not: x == 0.
+  r.add("aten.bitwise_not", [](DLOp op, ValueRange o, PatternRewriter &rw) {
+    if (o.size() != 1 || !isa<IntegerType>(elemOf(op)))
+      return failure();
+    return lowerElementwise(
+        op, o, rw, [](OpBuilder &b, Location l, ValueRange a) -> Value {
+          Value ones = arith::ConstantOp::create(
+              b, l, b.getIntegerAttr(a[0].getType(), -1));
+          return arith::XOrIOp::create(b, l, a[0], ones);
+        });
+  });
   // masked_fill(self, mask, value): value where mask, else self (mask
   // broadcasts; value a number or a 0-d tensor).
   for (StringRef n : {"aten.masked_fill.Scalar", "aten.masked_fill_.Scalar",

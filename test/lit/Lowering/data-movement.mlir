@@ -496,3 +496,16 @@ terra.graph @pixel_shuffle {
   %u = terra.op "aten.pixel_unshuffle"(%s) args {downscale_factor = 2 : i64} : (tensor<1x2x6x10xf32>) -> tensor<1x8x3x5xf32>
   terra.fetch 0 %u : tensor<1x8x3x5xf32>
 }
+
+// -----
+
+// flip reads index size - 1 - i along the flipped dims.
+// CHECK-DAG:   #[[F:.*]] = affine_map<(d0, d1, d2) -> (-d0 + 1, d1, -d2 + 3)>
+// CHECK-LABEL: terra.graph @flip
+// CHECK:         linalg.generic {indexing_maps = [#[[F]], #{{.*}}]
+// CHECK-NOT:     terra.op
+terra.graph @flip {
+  %a = terra.feed 1 : tensor<2x3x4xf32>
+  %r = terra.op "aten.flip"(%a) args {dims = [0, -1]} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  terra.fetch 0 %r : tensor<2x3x4xf32>
+}

@@ -177,3 +177,26 @@ terra.graph @masked_fill {
   %r = terra.op "aten.masked_fill.Scalar"(%x, %m) args {value = -2.5 : f64} : (tensor<4x5xf32>, tensor<5xi1>) -> tensor<4x5xf32>
   terra.fetch 0 %r : tensor<4x5xf32>
 }
+
+// -----
+
+// remainder: Python's modulo (the divisor's sign); bitwise_not: xor -1.
+// CHECK-LABEL: terra.graph @remainder_bitwise_not
+// CHECK:         linalg.generic
+// CHECK:           %[[M:.*]] = arith.remf
+// CHECK:           arith.addf %[[M]]
+// CHECK:           arith.select
+// CHECK:         linalg.generic
+// CHECK:           arith.remsi
+// CHECK:         linalg.generic
+// CHECK:           arith.xori %{{.*}}, %c-1_i64
+// CHECK-NOT:     terra.op
+terra.graph @remainder_bitwise_not {
+  %x = terra.feed 1 : tensor<6xf32>
+  %i = terra.feed 2 : tensor<6xi64>
+  %r = terra.op "aten.remainder.Scalar"(%x) args {other = 2.0 : f64} : (tensor<6xf32>) -> tensor<6xf32>
+  %s = terra.op "aten.remainder.Tensor"(%i, %i) : (tensor<6xi64>, tensor<6xi64>) -> tensor<6xi64>
+  %n = terra.op "aten.bitwise_not"(%s) : (tensor<6xi64>) -> tensor<6xi64>
+  terra.fetch 0 %r : tensor<6xf32>
+  terra.fetch 1 %n : tensor<6xi64>
+}
