@@ -704,8 +704,8 @@ class _Recorder(TorchDispatchMode):
           * indexing with slices (`x[:, idx]`, indexing.py);
           * an op of TORCH_DECOMPOSED: torch's decomposition runs with this
             recorder handling its ops (its frames are not part of their
-            sites: sites.py), where the recorder is torch 1.13's direct
-            handler (elsewhere it stays one op, a host call)."""
+            sites: sites.py), where the recorder is the only mode (else
+            it stays one op, a host call)."""
         decomposition = TORCH_DECOMPOSED.get(func)
         if decomposition is None and self.decomposing and _composite(func):
             # An op a decomposition calls that torch composes of others
@@ -713,14 +713,20 @@ class _Recorder(TorchDispatchMode):
             # not decompose it; its composition, as the program's would be.
             decomposition = func.decompose
         if decomposition is not None:
-            if not (_DIRECT and self._direct is not None and self.inside and _len_torch_dispatch_stack() == 1):
+            # This recorder is off while its handler runs: on again for the
+            # decomposition's ops, where it is the only mode.
+            if _DIRECT and self._direct is not None and self.inside and _len_torch_dispatch_stack() == 1:
+                on, off = (lambda: _set_torch_dispatch_mode(self._direct)), (lambda: _set_torch_dispatch_mode(None))
+            elif not _DIRECT and _len_torch_dispatch_stack() == 0:  # torch's mode stack (2.x)
+                on, off = (lambda: _push_mode(self)), _pop_mode
+            else:
                 return NotImplemented
             self.decomposing += 1
-            _set_torch_dispatch_mode(self._direct)  # (off while this handler runs)
+            on()
             try:
                 return decomposition(*args, **kwargs)
             finally:
-                _set_torch_dispatch_mode(None)
+                off()
                 self.decomposing -= 1
         if func not in DECOMPOSED:
             return NotImplemented

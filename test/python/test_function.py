@@ -473,13 +473,12 @@ def test_ops_without_a_lowering_run_as_torchs_decomposition(name: str) -> None:
     # group norm (and its backward), binary cross entropy (and its
     # backward), var/std had no lowering: host callbacks on the graph's
     # thread. They are recorded as torch's own decompositions
-    # (tracing.TORCH_DECOMPOSED), ops the graph has, where terra is torch
-    # 1.13's direct handler (under torch 2.x they stay host calls).
+    # (tracing.TORCH_DECOMPOSED), ops the graph has (torch 2.x's mode
+    # stack: test_without_torch_1_13s_mode_handler_the_replay_still_runs).
     model_fn, loss = _TORCH_DECOMPOSED[name]
     stats = compare(sgd_program(loss=loss, model_fn=model_fn, momentum=0.9), batches(10), max_fallbacks=0)
     assert stats["replayed_iterations"] >= 4
-    if importlib.import_module("terra.tracing")._DIRECT:
-        assert stats["host_ops"] == [], stats["host_ops"]
+    assert stats["host_ops"] == [], stats["host_ops"]
 
 
 def test_constant_targets_reused_across_host_ops() -> None:
@@ -1464,11 +1463,26 @@ for i in range(8):
     step(torch.randn(8, 32), torch.randint(0, 10, (8,)))
 s = terra.stats(step)
 print(s["phase"], s["fallbacks"], s["replayed_iterations"])
+# An op run as torch's decomposition (GroupNorm) with torch's mode stack.
+gn = nn.Sequential(nn.Linear(32, 64), nn.Unflatten(1, (4, 16)), nn.GroupNorm(2, 4), nn.Flatten(), nn.Linear(64, 10))
+gopt = torch.optim.SGD(gn.parameters(), lr=0.1)
+@terra.function(cache_dir=None)
+def gstep(x, y):
+    loss = F.cross_entropy(gn(x), y)
+    gopt.zero_grad(); loss.backward(); gopt.step()
+    return loss.item()
+for i in range(8):
+    gstep(torch.randn(8, 32), torch.randint(0, 10, (8,)))
+s = terra.stats(gstep)
+print(s["phase"], s["fallbacks"], s["replayed_iterations"], len(s["host_ops"]))
 """)
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    phase, fallbacks, replayed = proc.stdout.split()
+    first, second = proc.stdout.strip().splitlines()
+    phase, fallbacks, replayed = first.split()
     assert phase == "coexec" and fallbacks == "0" and int(replayed) >= 3, proc.stdout
+    phase, fallbacks, replayed, host_ops = second.split()
+    assert phase == "coexec" and fallbacks == "0" and int(replayed) >= 3 and host_ops == "0", proc.stdout
 
 
 def test_a_dispatch_mode_of_the_program_inside_the_step() -> None:
