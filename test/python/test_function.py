@@ -1452,34 +1452,28 @@ from terra import tracing
 assert not tracing._DIRECT
 import torch.nn as nn, torch.nn.functional as F
 torch.manual_seed(0)
+
+def train(model, opt):
+    @terra.function(cache_dir=None)
+    def step(x, y):
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+        return loss.item()
+    for i in range(8):
+        step(torch.randn(8, 32), torch.randint(0, 10, (8,)))
+    s = terra.stats(step)
+    print(s["phase"], s["fallbacks"], s["replayed_iterations"], len(s["host_ops"]))
+
 model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
-opt = torch.optim.Adam(model.parameters(), lr=0.01)
-@terra.function(cache_dir=None)
-def step(x, y):
-    loss = F.cross_entropy(model(x), y)
-    opt.zero_grad(); loss.backward(); opt.step()
-    return loss.item()
-for i in range(8):
-    step(torch.randn(8, 32), torch.randint(0, 10, (8,)))
-s = terra.stats(step)
-print(s["phase"], s["fallbacks"], s["replayed_iterations"])
+train(model, torch.optim.Adam(model.parameters(), lr=0.01))
 # An op run as torch's decomposition (GroupNorm) with torch's mode stack.
 gn = nn.Sequential(nn.Linear(32, 64), nn.Unflatten(1, (4, 16)), nn.GroupNorm(2, 4), nn.Flatten(), nn.Linear(64, 10))
-gopt = torch.optim.SGD(gn.parameters(), lr=0.1)
-@terra.function(cache_dir=None)
-def gstep(x, y):
-    loss = F.cross_entropy(gn(x), y)
-    gopt.zero_grad(); loss.backward(); gopt.step()
-    return loss.item()
-for i in range(8):
-    gstep(torch.randn(8, 32), torch.randint(0, 10, (8,)))
-s = terra.stats(gstep)
-print(s["phase"], s["fallbacks"], s["replayed_iterations"], len(s["host_ops"]))
+train(gn, torch.optim.SGD(gn.parameters(), lr=0.1))
 """)
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     first, second = proc.stdout.strip().splitlines()
-    phase, fallbacks, replayed = first.split()
+    phase, fallbacks, replayed, _ = first.split()
     assert phase == "coexec" and fallbacks == "0" and int(replayed) >= 3, proc.stdout
     phase, fallbacks, replayed, host_ops = second.split()
     assert phase == "coexec" and fallbacks == "0" and int(replayed) >= 3 and host_ops == "0", proc.stdout

@@ -503,6 +503,24 @@ LogicalResult lowerT(DLOp op, ValueRange o, PatternRewriter &rw) {
   return replaceWithTranspose(op, o[0], perm, rw);
 }
 
+/// A tensor of type `rt` (dynamic sizes `dyn`) whose element at index i is
+/// `src` at `srcExprs`(i): an affine gather (expand, repeat, flip,
+/// pixel_shuffle).
+Value gatherByMap(OpBuilder &b, Location loc, RankedTensorType rt,
+                  ValueRange dyn, Value src, ArrayRef<AffineExpr> srcExprs) {
+  int64_t r = rt.getRank();
+  Value init = tensor::EmptyOp::create(b, loc, rt, dyn);
+  SmallVector<AffineMap> maps = {AffineMap::get(r, 0, srcExprs, b.getContext()),
+                                 b.getMultiDimIdentityMap(r)};
+  SmallVector<utils::IteratorType> iters(r, utils::IteratorType::parallel);
+  auto g =
+      linalg::GenericOp::create(b, loc, rt, src, init, maps, iters,
+                                [](OpBuilder &nb, Location l, ValueRange a) {
+                                  linalg::YieldOp::create(nb, l, a[0]);
+                                });
+  return g.getResult(0);
+}
+
 /// expand(self, size): trailing-aligned broadcast; -1 keeps a dim. Static
 /// unit dims broadcast; a dynamic source dim is taken to be kept (asserted
 /// against a static result extent).
@@ -556,16 +574,7 @@ LogicalResult lowerExpand(DLOp op, ValueRange o, PatternRewriter &rw) {
       assertEqual(rw, loc, in, cstIndex(rw, loc, out),
                   "expand: size mismatch in a non-unit dim");
   }
-  Value init = tensor::EmptyOp::create(rw, loc, rt, dyn);
-  SmallVector<AffineMap> maps = {AffineMap::get(r, 0, exprs, ctx),
-                                 rw.getMultiDimIdentityMap(r)};
-  SmallVector<utils::IteratorType> iters(r, utils::IteratorType::parallel);
-  auto g = linalg::GenericOp::create(
-      rw, loc, rt, src, init, maps, iters,
-      [](OpBuilder &b, Location l, ValueRange a) {
-        linalg::YieldOp::create(b, l, a[0]);
-      });
-  rw.replaceOp(op, g.getResult(0));
+  rw.replaceOp(op, gatherByMap(rw, loc, rt, dyn, src, exprs));
   return success();
 }
 
@@ -596,16 +605,7 @@ LogicalResult lowerRepeat(DLOp op, ValueRange o, PatternRewriter &rw) {
     exprs.push_back(n == 1 ? getAffineConstantExpr(0, ctx)
                            : getAffineDimExpr(d, ctx) % n);
   }
-  Value init = tensor::EmptyOp::create(rw, op.getLoc(), rt, ValueRange{});
-  SmallVector<AffineMap> maps = {AffineMap::get(r, 0, exprs, ctx),
-                                 rw.getMultiDimIdentityMap(r)};
-  SmallVector<utils::IteratorType> iters(r, utils::IteratorType::parallel);
-  auto g = linalg::GenericOp::create(
-      rw, op.getLoc(), rt, src, init, maps, iters,
-      [](OpBuilder &b, Location l, ValueRange a) {
-        linalg::YieldOp::create(b, l, a[0]);
-      });
-  rw.replaceOp(op, g.getResult(0));
+  rw.replaceOp(op, gatherByMap(rw, op.getLoc(), rt, {}, src, exprs));
   return success();
 }
 
@@ -647,16 +647,7 @@ LogicalResult lowerPixelShuffle(DLOp op, ValueRange o, PatternRewriter &rw) {
     exprs.push_back(dy * r + (dc % (r * r)).floorDiv(r));
     exprs.push_back(dx * r + dc % r);
   }
-  Value init = tensor::EmptyOp::create(rw, op.getLoc(), rt, ValueRange{});
-  SmallVector<AffineMap> maps = {AffineMap::get(rank, 0, exprs, ctx),
-                                 rw.getMultiDimIdentityMap(rank)};
-  SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
-  auto g =
-      linalg::GenericOp::create(rw, op.getLoc(), rt, o[0], init, maps, iters,
-                                [](OpBuilder &b, Location l, ValueRange a) {
-                                  linalg::YieldOp::create(b, l, a[0]);
-                                });
-  rw.replaceOp(op, g.getResult(0));
+  rw.replaceOp(op, gatherByMap(rw, op.getLoc(), rt, {}, o[0], exprs));
   return success();
 }
 
@@ -688,16 +679,7 @@ LogicalResult lowerFlip(DLOp op, ValueRange o, PatternRewriter &rw) {
     if (t.isDynamicDim(d))
       dyn.push_back(tensor::DimOp::create(rw, op.getLoc(), o[0], d));
   }
-  Value init = tensor::EmptyOp::create(rw, op.getLoc(), rt, dyn);
-  SmallVector<AffineMap> maps = {AffineMap::get(rank, 0, exprs, ctx),
-                                 rw.getMultiDimIdentityMap(rank)};
-  SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
-  auto g =
-      linalg::GenericOp::create(rw, op.getLoc(), rt, o[0], init, maps, iters,
-                                [](OpBuilder &b, Location l, ValueRange a) {
-                                  linalg::YieldOp::create(b, l, a[0]);
-                                });
-  rw.replaceOp(op, g.getResult(0));
+  rw.replaceOp(op, gatherByMap(rw, op.getLoc(), rt, dyn, o[0], exprs));
   return success();
 }
 
