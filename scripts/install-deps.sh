@@ -8,7 +8,7 @@ PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   cmake ninja-build ccache g++
   googletest libgtest-dev libopenblas-dev libdnnl-dev
-  pybind11-dev python3-pybind11 python3-dev
+  pybind11-dev python3-pybind11 python3-dev libtorch-dev
   python3-numpy python3-torch python3-pytest python3-matplotlib
   graphviz
 )

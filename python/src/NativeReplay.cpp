@@ -1187,6 +1187,33 @@ public:
                                            nullptr));
   }
 
+  /// The dispatch-key hook's handler (DispatchHook.cpp): `dispatch`'s
+  /// replay of the entry the tape expects next, reached before torch's
+  /// Python fallback; the miss sentinel, with nothing changed, for
+  /// anything `dispatch` would hand to the co-executor, and whenever this
+  /// handler is not the one torch would call now (another mode on the
+  /// stack, or the co-executor's own code running: `rec.inside`).
+  static py::object fast(py::object self, py::handle func, py::handle args,
+                         py::handle kwargs) {
+    auto &m = self.cast<DirectMode &>();
+    PyObject *rec = m.rec.ptr();
+    if (!PyTuple_Check(args.ptr()) || !PyDict_Check(kwargs.ptr()) ||
+        isTrue(getAttr(rec, config->inside).ptr()) ||
+        PyLong_AsLong(steal(PyObject_CallNoArgs(m.stackLen.ptr())).ptr()) != 1)
+      return config->miss;
+    Py_ssize_t q = -1;
+    py::object view;
+    py::object entry = m.expected(func.ptr(), q, view);
+    if (!entry)
+      return config->miss;
+    Handler handler(m, self);
+    if (isTrue(field(view.ptr(), fPass)))
+      return replayPass(rec, entry.ptr(), view.ptr(), func.ptr(), args.ptr(),
+                        kwargs.ptr(), q);
+    return replayPlainView(rec, entry.ptr(), view.ptr(), func.ptr(), args.ptr(),
+                           kwargs.ptr(), q);
+  }
+
   /// A read by a tensor method (`item`, `tolist`, ...: `orig`, a C
   /// function) that the tape's next entry answers with a value the host
   /// has: the placeholder's own ("known") or one the host computed
@@ -1555,6 +1582,10 @@ void terra::bindNativeReplay(py::module_ &m) {
       .def("__torch_dispatch__", &DirectMode::dispatch, py::arg("func"),
            py::arg("types"), py::arg("args") = py::tuple(),
            py::arg("kwargs") = py::none())
+      .def("fast", &DirectMode::fast, py::arg("func"), py::arg("args"),
+           py::arg("kwargs"),
+           "Replays the op if the tape expects it next (the dispatch-key "
+           "hook's handler); the miss sentinel otherwise.")
       .def("read", &DirectMode::read, py::arg("t"), py::arg("kind"),
            py::arg("orig"), py::arg("args"), py::arg("kwargs"),
            "Replays a read the tape answers with a value the host has; the "

@@ -282,6 +282,16 @@ def _out_of_place(func: Any, args: tuple, targets: list) -> Any:
     return op
 
 
+_HOOK_OWNER: Optional["CoExecutor"] = None  # the co-executor the dispatch hook calls
+
+
+def _overload(name: str, overload: str) -> Any:
+    """The OpOverload of operator `name` ("aten::mul") and `overload`
+    ("Tensor", "default"): the object torch passes `__torch_dispatch__`."""
+    namespace, op = name.split("::", 1)
+    return getattr(getattr(getattr(torch.ops, namespace), op), overload)
+
+
 class CoExecutor(TapeRecorder, _Recorder):
     """Runs one iteration against a compiled graph (see the module doc)."""
 
@@ -457,6 +467,30 @@ class CoExecutor(TapeRecorder, _Recorder):
                                         tracing._set_torch_dispatch_mode, tracing._len_torch_dispatch_stack)
         self._native_read = (mode.read, _MISS)  # reads the tape answers on the host (tracing.py)
         return mode
+
+    def __enter__(self) -> "CoExecutor":
+        super().__enter__()
+        # The tape's ops replayed from a dispatch key below autograd, before
+        # torch's Python fallback (DispatchHook.cpp), while this co-executor's
+        # native handler is torch's (one hook at a time: a co-executor
+        # inside another's step replays through Python).
+        global _HOOK_OWNER
+        hook = native.load_dispatch() if self._direct is not None and replay.NATIVE_REPLAY else None
+        self._hook_was: Optional[bool] = None
+        if hook is not None and _HOOK_OWNER is None:
+            _HOOK_OWNER = self
+            hook.arm(self._direct.fast, _MISS, _overload)
+            self._hook_was = hook.enable(True)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        global _HOOK_OWNER
+        if _HOOK_OWNER is self:
+            hook = native.load_dispatch()
+            hook.enable(bool(self._hook_was))
+            hook.disarm()
+            _HOOK_OWNER = None
+        super().__exit__(*exc)
 
     def __torch_dispatch__(self, func: Any, types_: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
         if (func in tracing.DECOMPOSED or self.decomposing) and not self.paused:

@@ -47,6 +47,41 @@ def load() -> ModuleType:
                               f"`bash scripts/build.sh` (or set TERRA_BUILD_DIR to a build that has it)")
 
 
+_dispatch: ModuleType | None | bool = False  # False: not looked for yet
+
+
+def load_dispatch() -> ModuleType | None:
+    """`_terra_dispatch` (python/src/DispatchHook.cpp), the tape replay's
+    dispatch-key hook, or None: not built (no torch C++ headers), built
+    for another torch (its C++ ABI is the building torch's: the version it
+    was built for is written beside it, and it is imported only under
+    that one), or turned off with TERRA_DISPATCH_HOOK=0."""
+    global _dispatch
+    if _dispatch is not False:
+        return _dispatch  # type: ignore[return-value]
+    _dispatch = None
+    if os.environ.get("TERRA_DISPATCH_HOOK", "1") == "0":
+        return None
+    import torch  # noqa: PLC0415
+    folder = build_dir() / "python"
+    try:
+        built_for = (folder / "_terra_dispatch.torch-version").read_text().strip()
+    except OSError:
+        return None
+    if built_for != torch.__version__:
+        return None
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        path = folder / f"_terra_dispatch{suffix}"
+        if path.exists():
+            spec = importlib.util.spec_from_file_location("_terra_dispatch", path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            _dispatch = module
+            break
+    return _dispatch  # type: ignore[return-value]
+
+
 def graph_threads() -> int:
     """Threads a graph's library calls may use: TERRA_GRAPH_THREADS, else
     one fewer than torch's intra-op threads. Co-execution runs the graph
