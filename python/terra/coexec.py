@@ -1135,7 +1135,7 @@ class CoExecutor(TapeRecorder, _Recorder):
         points: dict[int, tuple] = {}
         if self.deviation is None:
             for k, f in enumerate(trace.fetches):
-                if f.kind in ("return", "commit"):
+                if f.kind in ("return", "commit", "arg"):
                     v = self._fetch(f.value)
                     if v is None:
                         break
@@ -1169,6 +1169,12 @@ class CoExecutor(TapeRecorder, _Recorder):
                     end.commits.append((f.commit,) + points[k])
         for name in trace.dropped_state:
             slots[name].set(None)
+        # Step arguments written in place get their final values, as eager
+        # leaves them (the graph wrote a value of its own, not their memory).
+        with torch.no_grad():
+            for k, f in enumerate(trace.fetches):
+                if f.kind == "arg":
+                    tracing._at_path(self._call, f.arg).copy_(values[k])
         # Returned placeholders get their fetched values.
         returned = {f.value: k for k, f in enumerate(trace.fetches) if f.kind == "return"}
         for i, t in enumerate(_flat_tensors_deep(result)):

@@ -93,6 +93,9 @@ class CompiledStep:
         if traces[-1].problems:
             raise NotCompilable("the step ran eagerly, but its trace cannot be compiled:\n  "
                                 + "\n  ".join(traces[-1].problems))
+        if any(f.kind == "arg" for f in traces[-1].fetches):
+            raise NotCompilable("the step writes its tensor arguments in place; this runner does not "
+                                "commit into them (the co-executing front end does)")
         self.trace_graphs.append(toolchain.trace_graph(module_text(traces)))
         if len(traces) < self.min_traces:
             return

@@ -433,6 +433,8 @@ class TapeRecorder:
             end.result = [self._ident(t) for t in _flat_tensors_deep(result)]
             if any(i is None for i in end.result) or any(i == ("?",) for _, i in end.slots):
                 end = None
+            elif any(f.kind == "arg" for f in self.trace.fetches):
+                end = None  # writes its arguments in place: ends live (CoExecutor._commit)
         _prune_host_evals(entries[:limit])
         fed: dict[int, list[int]] = {}
         for src in self.feed_src.values():

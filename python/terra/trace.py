@@ -106,7 +106,10 @@ class StateEvent:
 class FetchEvent:
     """`terra.fetch VALUE`: a materialization (`kind` says how Python read
     it: item, float, int, bool, tolist, numpy, repr, ...) or, with
-    `commit` set, the final value of the persistent state `commit`."""
+    `commit` set, the final value of the persistent state `commit`, or
+    (kind "arg", `arg` set) the final value of the step's tensor argument
+    at `arg` (a path into the call's (args, kwargs), ArgSource's), which
+    the step wrote in place."""
 
     value: ValueRef
     type: TensorType
@@ -114,6 +117,7 @@ class FetchEvent:
     kind: str = "materialize"
     commit: Optional[str] = None
     loops: tuple = ()
+    arg: Optional[tuple] = None
 
 
 Event = Union[OpEvent, FeedEvent, StateEvent, FetchEvent]

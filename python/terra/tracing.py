@@ -295,8 +295,11 @@ class _Recorder(TorchDispatchMode):
         self.initial_tensors: dict[str, torch.Tensor] = {}
         # The state slots at the end of the step (`finish`), for the commit.
         self.final_slots: list[Any] = []
-        # Memory of fed tensors written in place (base -> shape).
-        self.written_feeds: dict[tuple, list[int]] = {}
+        # Memory of fed tensors written in place (base -> shape, the tensor
+        # to adopt as state or None, the argument's path or None).
+        self.written_feeds: dict[tuple, tuple] = {}
+        # Memory of each fed tensor -> its first feed (writes through views).
+        self.fed_bases: dict[tuple, ValueRef] = {}
         self._call = (call_args, call_kwargs)
         self._indexed: Optional[tuple] = None  # see _index
         # Weak references to the real tensors a traced step computed: those
@@ -522,6 +525,8 @@ class _Recorder(TorchDispatchMode):
                 ttype = TensorType(ttype.dtype, tuple(-1 if i in learnt and d > 1 else d
                                                       for i, d in enumerate(ttype.shape)))
             ref = ValueRef(self._append(FeedEvent(ttype, site, source)))
+            if t.numel():  # (empty tensors share one address)
+                self.fed_bases.setdefault(self.base(t), ref)
             dynamic = frozenset(i for i, d in enumerate(ttype.shape) if d == -1)
             if dynamic:
                 self._taint[ref] = dynamic
@@ -557,13 +562,19 @@ class _Recorder(TorchDispatchMode):
         fine when the tensor ends up as persistent state (e.g. optimizer
         state created during the step), which is committed; `finish` checks."""
         ev = self.trace.events[ref.event]
+        if not isinstance(ev, FeedEvent):
+            # A view of a fed tensor (`x[:, 0].zero_()`) writes its memory too.
+            fed = self.fed_bases.get(self.base(t))
+            ev = self.trace.events[fed.event] if fed is not None else ev
         if isinstance(ev, FeedEvent) and self.base(t) not in self.host_made:
             # A tensor the program holds outside the step (not an argument)
-            # can become persistent state (`finish`).
+            # can become persistent state; a step argument gets its final
+            # value after the step (`finish`).
             held = t if t._base is None else t._base
             adoptable = (isinstance(ev.source, ConstSource) and type(held) in (torch.Tensor, torch.nn.Parameter)
                          and not held.requires_grad)
-            self.written_feeds.setdefault(self.base(t), (list(t.shape), held if adoptable else None))
+            path = ev.source.path if isinstance(ev.source, ArgSource) else None
+            self.written_feeds.setdefault(self.base(t), (list(t.shape), held if adoptable else None, path))
 
     # -- ops -----------------------------------------------------------------
     def __torch_dispatch__(self, func: Any, types_: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
@@ -1114,8 +1125,10 @@ class _Recorder(TorchDispatchMode):
                 continue
             self._append(FetchEvent(ref, TensorType.of(t), commit_site_of(name), "commit", name))
             self.written_feeds.pop(self.base(t), None)
-        for shape, held in self.written_feeds.values():
-            if held is not None:
+        for shape, held, path in self.written_feeds.values():
+            if path is not None:
+                self._commit_argument(path, shape)
+            elif held is not None:
                 self.trace.adopt.append(held)
             else:
                 self.problem(f"writes in place into a tensor from outside the step (shape {shape}) that is "
@@ -1123,6 +1136,26 @@ class _Recorder(TorchDispatchMode):
         self._record_escapes()
         self.keepalive.clear()
         return self.trace
+
+    def _commit_argument(self, path: tuple, shape: list) -> None:
+        """The step wrote its tensor argument at `path` in place (`x.sub_(m)`
+        on the batch): the argument's final value becomes an end fetch of
+        kind "arg", which the co-executor copies into the call's argument
+        after the run, as eager leaves it."""
+        arg = _at_path(self._call, path)
+        where = "/".join(str(p) for p in path)
+        if not isinstance(arg, torch.Tensor) or arg._base is not None:
+            self.problem(f"writes in place into the step's argument {where}, a view of another tensor; "
+                         "the write would not be committed")
+            return
+        k = self.key(arg)
+        ref = self.producers.get(k)
+        if k in self.stale or ref is None or not isinstance(self.trace.events[ref.event], OpEvent):
+            self.problem(f"writes in place into the step's argument {where} (shape {list(arg.shape)}) through a view of "
+                         "it; the write would not be committed")
+            return
+        site = Site((Frame("<argument>", where, 0, 0),))
+        self._append(FetchEvent(ref, TensorType.of(arg), site, "arg", arg=path))
 
     def _record_escapes(self) -> None:
         """Values the traced step computed that are still alive after it
@@ -1251,6 +1284,15 @@ def _flat_tensors_deep(obj: Any) -> Iterator[torch.Tensor]:
     """Tensors in nested tuples, lists and dict values, in order."""
     for _, t in _tensors_in(obj, ()):
         yield t
+
+
+def _at_path(call: tuple, path: tuple) -> Any:
+    """What sits at an ArgSource `path` ("args" or "kwargs", then indices
+    and keys) in a call's (args, kwargs)."""
+    obj: Any = call[("args", "kwargs").index(path[0])]
+    for p in path[1:]:
+        obj = obj[p]
+    return obj
 
 
 def _tensors_in(obj: Any, path: tuple) -> Iterator[tuple[tuple, torch.Tensor]]:

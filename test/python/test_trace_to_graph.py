@@ -260,14 +260,23 @@ def test_unchanged_state_read_by_python_is_a_host_value() -> None:
     assert m.fetch is None and m.host == StateSource("param:bias")
 
 
-def test_unsupported_patterns_are_reported() -> None:
+def test_an_argument_written_in_place_is_an_end_fetch_and_a_view_write_a_problem() -> None:
     def step(x: torch.Tensor) -> None:
-        x.mul_(2)  # writes into an input
+        x.mul_(2)  # writes into an input: its final value is fetched
 
     tracer = terra.StepTracer(step)
     tracer(torch.randn(4, 3))
+    trace = tracer.traces[0]
+    assert not trace.problems
+    assert [(f.kind, f.arg) for f in trace.fetches] == [("arg", ("args", 0))]
+
+    def step_view(x: torch.Tensor) -> None:
+        x[0].mul_(2)  # writes into part of an input: not modelled
+
+    tracer = terra.StepTracer(step_view)
+    tracer(torch.randn(4, 3))
     problems = "\n".join(tracer.traces[0].problems)
-    assert "writes in place into a tensor from outside the step" in problems
+    assert "writes in place into the step's argument args/0 (shape [4, 3]) through a view of it" in problems
 
 
 def test_batch_norm_running_stats_become_results_and_commits() -> None:
