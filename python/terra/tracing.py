@@ -300,6 +300,11 @@ class _Recorder(TorchDispatchMode):
         self.written_feeds: dict[tuple, tuple] = {}
         # Memory of each fed tensor -> its first feed (writes through views).
         self.fed_bases: dict[tuple, ValueRef] = {}
+        # Key of a slice or select view made in the step -> (the tensor it
+        # views, the view op, its arguments): writes through it are written
+        # back into that tensor (`_functionalize`), and a view that such a
+        # write made stale is derived again from it (`_rederive`).
+        self.view_parent: dict[Key, tuple] = {}
         self._call = (call_args, call_kwargs)
         self._indexed: Optional[tuple] = None  # see _index
         # Weak references to the real tensors a traced step computed: those
@@ -493,7 +498,7 @@ class _Recorder(TorchDispatchMode):
         """The SSA value of an operand; makes a state read or a feed for a
         tensor the trace has not seen."""
         k = self.key(t)
-        if k in self.stale:
+        if k in self.stale and self._rederive(t, site) is None:
             self.problem(f"reads a tensor after an in-place write through another view of its memory "
                          f"(shape {list(t.shape)}); views are not modelled")
         ref = self.producers.get(k)
@@ -1023,23 +1028,104 @@ class _Recorder(TorchDispatchMode):
             if j < len(dynamic) and dynamic[j]:
                 self._taint[ValueRef(index, j)] = frozenset(dynamic[j])
                 self._real_shapes[ValueRef(index, j)] = tuple(t.shape)
+        if name in _SCATTER_OF and outs and self._last_call is not None and self._last_call[1]:
+            self._note_view(name, op_args, self._last_call[1][0], outs[0])
+        scatters: list[OpEvent] = []
         for w in written:
             if self.key(w) not in out_keys:
                 self.problem(f"{name} writes an argument in place without returning it "
                              f"(shape {list(w.shape)}); the update is not expressible yet")
+            chain = self._view_chain(w)
             self._written(w)
+            if chain:
+                scatters += self._functionalize(w, chain, site)
+        records = (synthetic or [event]) + scatters
         if engine and self._forced is not None:
             # Catching up on a tape: the node's post hook has already run;
             # the sites come from the iteration the tape was made from.
-            for record, known in zip(synthetic or [event], self._forced.engine_sites):
+            for record, known in zip(records, self._forced.engine_sites):
                 self._set_site(record, known)
         elif engine:
-            for record in synthetic or [event]:
+            for record in records:
                 self.backward.engine_op(record, site)
         elif self._forced is not None and self._forced.nodes is not None:
             self.backward.forward_outputs(outs, site, self._forced.nodes)
         else:
             self.backward.forward_outputs(outs, site)
+
+    # -- writes through views ---------------------------------------------------
+    def _note_view(self, name: str, op_args: dict, parent: Any, view: Any) -> None:
+        """Remembers that `view` is `name`(`parent`, args) (a slice or a
+        select the step made). A view of the whole tensor has its parent's
+        key, so it is its parent here."""
+        if not isinstance(parent, torch.Tensor) or not isinstance(view, torch.Tensor):
+            return
+        if any(not (v is None or type(v) is int or (type(v) is list and all(type(x) is int for x in v)))
+               for v in op_args.values()):
+            return  # a size the graph computes (a dynamic dim): not written back
+        if name == "aten.as_strided" and (parent.storage_offset() != 0 or not parent.is_contiguous()):
+            return  # (as_strided addresses the storage: a dense tensor's elements)
+        k = self.key(view)
+        if k != self.key(parent):
+            self.view_parent[k] = (parent, name, dict(op_args))
+
+    def _view_chain(self, t: torch.Tensor) -> Optional[list]:
+        """The slices and selects `t` was made by, up to a tensor that is no
+        such view, with the value each viewed tensor has now: [(parent, view
+        op, args, parent's value)], innermost first; None if a value is not
+        known (a view written before and not derived again) or a value has
+        a data-dependent size."""
+        chain = []
+        k = self.key(t)
+        while k in self.view_parent and len(chain) < 32:
+            parent, name, args = self.view_parent[k]
+            pk = self.key(parent)
+            ref = self.producers.get(pk)
+            if ref is None or pk in self.stale or ref in self._taint:
+                return None
+            chain.append((parent, name, args, ref))
+            k = pk
+        return chain or None
+
+    def _functionalize(self, t: torch.Tensor, chain: list, site: Site) -> list:
+        """An in-place write into view `t` (recorded as an op making `t`'s new
+        value) also makes new values of the tensors it views: each is the
+        old value with the view's part replaced, `slice_scatter` /
+        `select_scatter` from `t` up to the tensor that is no view. Other
+        views of that memory are stale (`_written`) and are derived again
+        from the new values when read (`_rederive`). This is how functional
+        IRs express a write through a view (torch's functionalization).
+        Returns the events it appended (an engine op's get its sites)."""
+        value = self.producers.get(self.key(t))
+        events: list[OpEvent] = []
+        if value is None:
+            return events
+        for parent, name, args, old in chain:
+            event = OpEvent(_SCATTER_OF[name], [old, value], dict(args), [TensorType.of(parent)], site,
+                            _synthetic_call(_SCATTER_OF[name], args, 2))
+            value = ValueRef(self._append(event))
+            events.append(event)
+            self._bind(parent, value)
+        return events
+
+    def _rederive(self, t: torch.Tensor, site: Site) -> Optional[ValueRef]:
+        """A stale view (its memory was written through another view) made
+        by a slice or select of a tensor whose value is known: the view of
+        that value, recorded again. None if it cannot be derived."""
+        entry = self.view_parent.get(self.key(t))
+        if entry is None or self.in_engine:
+            return None  # (inside the engine an event's site comes from its node)
+        parent, name, args = entry
+        pk = self.key(parent)
+        if pk in self.stale and self._rederive(parent, site) is None:
+            return None
+        ref = self.producers.get(pk)
+        if ref is None or ref in self._taint:
+            return None
+        event = OpEvent(name, [ref], dict(args), [TensorType.of(t)], site, _synthetic_call(name, args, 1))
+        value = ValueRef(self._append(event))
+        self._bind(t, value)
+        return value
 
     # -- materializations ------------------------------------------------------
     def materialize(self, t: torch.Tensor, kind: str, call: Callable[[torch.Tensor], Any],
@@ -1284,6 +1370,23 @@ def _flat_tensors_deep(obj: Any) -> Iterator[torch.Tensor]:
     """Tensors in nested tuples, lists and dict values, in order."""
     for _, t in _tensors_in(obj, ()):
         yield t
+
+
+# View ops whose writes are written back into the tensor they view
+# (_Recorder._functionalize), and the op that does it.
+_SCATTER_OF = {"aten.slice.Tensor": "aten.slice_scatter", "aten.select.int": "aten.select_scatter",
+               "aten.as_strided": "aten.as_strided_scatter"}
+
+
+def _synthetic_call(name: str, args: dict, tensors: int) -> tuple:
+    """The host call (OpEvent.call) of an op the recorder adds itself: its
+    overload and a recipe taking `tensors` operands, then `args` by
+    keyword (for a graph that leaves it to the host)."""
+    packet = getattr(torch.ops.aten, name.split(".")[1])
+    overload = name.split(".")[2] if name.count(".") > 1 else "default"
+    recipe = [(aname, False, "t", None) for aname in ("self", "src")[:tensors]]
+    recipe += [(k, True, "v", v) for k, v in args.items()]
+    return getattr(packet, overload), recipe
 
 
 def _at_path(call: tuple, path: tuple) -> Any:

@@ -167,6 +167,49 @@ def test_slice_dynamic(args):
     check_op("aten.slice.Tensor", [rand(9, 5)], args, dynamic=[0], **EXACT)
 
 
+# --- Writes through views, in functional form (tracing._functionalize) -----
+
+@pytest.mark.parametrize("args,src", [
+    ({"dim": 1, "start": 0, "end": 3}, (4, 3, 5)),
+    ({"dim": 1, "start": 2, "end": INT64_MAX}, (4, 5, 5)),
+    ({"dim": 0, "start": 1, "end": 4, "step": 2}, (2, 7, 5)),
+    ({"dim": -1, "start": -2, "end": INT64_MAX}, (4, 7, 2)),
+])
+def test_slice_scatter(args, src):
+    check_op("aten.slice_scatter", [rand(4, 7, 5), rand(*src)], args, **EXACT)
+
+
+@pytest.mark.parametrize("args,src", [
+    ({"dim": 0, "index": 2}, (7, 5)), ({"dim": 1, "index": -1}, (4, 5)), ({"dim": 2, "index": 0}, (4, 7)),
+])
+def test_select_scatter(args, src):
+    check_op("aten.select_scatter", [rand(4, 7, 5), rand(*src)], args, **EXACT)
+
+
+# as_strided views of a dense tensor that are blocks of it, reshaped: a
+# block, a column (a select), rows with a step, the whole tensor read from
+# its flat form, a single element, and a block of a flat tensor.
+AS_STRIDED = [
+    ((8, 5), {"size": [3, 2], "stride": [5, 1], "storage_offset": 7}),
+    ((8, 3), {"size": [8], "stride": [3], "storage_offset": 1}),
+    ((24,), {"size": [8], "stride": [3], "storage_offset": 0}),
+    ((24,), {"size": [8, 3], "stride": [3, 1], "storage_offset": 0}),
+    ((4, 6), {"size": [2, 3], "stride": [12, 1], "storage_offset": 2}),
+    ((4, 6), {"size": [1, 1], "stride": [6, 1], "storage_offset": 13}),
+    ((2, 8, 3), {"size": [8, 2], "stride": [3, 1], "storage_offset": 25}),
+]
+
+
+@pytest.mark.parametrize("shape,args", AS_STRIDED)
+def test_as_strided_blocks(shape, args):
+    check_op("aten.as_strided", [rand(*shape)], args, **EXACT)
+
+
+@pytest.mark.parametrize("shape,args", AS_STRIDED)
+def test_as_strided_scatter_blocks(shape, args):
+    check_op("aten.as_strided_scatter", [rand(*shape), rand(*args["size"])], args, **EXACT)
+
+
 @pytest.mark.parametrize("name,args", [
     ("aten.split.Tensor", {"split_size": 3, "dim": 1}),   # 7 = 3 + 3 + 1
     ("aten.split.Tensor", {"split_size": 2, "dim": -1}),  # 5 = 2 + 2 + 1

@@ -260,7 +260,7 @@ def test_unchanged_state_read_by_python_is_a_host_value() -> None:
     assert m.fetch is None and m.host == StateSource("param:bias")
 
 
-def test_an_argument_written_in_place_is_an_end_fetch_and_a_view_write_a_problem() -> None:
+def test_an_argument_written_in_place_is_an_end_fetch() -> None:
     def step(x: torch.Tensor) -> None:
         x.mul_(2)  # writes into an input: its final value is fetched
 
@@ -270,8 +270,18 @@ def test_an_argument_written_in_place_is_an_end_fetch_and_a_view_write_a_problem
     assert not trace.problems
     assert [(f.kind, f.arg) for f in trace.fetches] == [("arg", ("args", 0))]
 
+    def step_row(x: torch.Tensor) -> None:
+        x[0].mul_(2)  # writes into a row: written back with select_scatter
+
+    tracer = terra.StepTracer(step_row)
+    tracer(torch.randn(4, 3))
+    trace = tracer.traces[0]
+    assert not trace.problems
+    assert [e.name for e in trace.ops][-1] == "aten.select_scatter"
+    assert [(f.kind, f.arg) for f in trace.fetches if f.kind != "escape"] == [("arg", ("args", 0))]
+
     def step_view(x: torch.Tensor) -> None:
-        x[0].mul_(2)  # writes into part of an input: not modelled
+        x.t()[0].mul_(2)  # through a transpose: not written back
 
     tracer = terra.StepTracer(step_view)
     tracer(torch.randn(4, 3))

@@ -970,13 +970,188 @@ Value zerosForBackward(OpBuilder &b, Location loc, DLOp op, Value like,
   return linalg::FillOp::create(b, loc, zero, init).getResult(0);
 }
 
+/// `dest` with `src` inserted at slice(dim, start, end, step): the value of
+/// a slice_backward (into zeros) or a slice_scatter (into its input).
+Value insertAtSlice(PatternRewriter &rw, Location loc, DLOp op, Value dest,
+                    Value src, int64_t dim, int64_t step) {
+  int64_t rank = tensorType(dest).getRank();
+  SmallVector<OpFoldResult> offsets(rank, rw.getIndexAttr(0));
+  SmallVector<OpFoldResult> strides(rank, rw.getIndexAttr(1));
+  SmallVector<OpFoldResult> sizes = getSizes(rw, loc, src);
+  OpFoldResult n = getSizes(rw, loc, dest)[dim];
+  offsets[dim] = sliceBounds(rw, loc, n, getIntArg(op, "start").value_or(0),
+                             getIntArg(op, "end").value_or(INT64_MAX), step)
+                     .first;
+  strides[dim] = rw.getIndexAttr(step);
+  return tensor::InsertSliceOp::create(rw, loc, src, dest, offsets, sizes,
+                                       strides);
+}
+
+/// `dest` with `src` (one rank less) inserted at select(dim, index).
+Value insertAtSelect(PatternRewriter &rw, Location loc, Value dest, Value src,
+                     int64_t dim, int64_t index) {
+  int64_t rank = tensorType(dest).getRank();
+  SmallVector<OpFoldResult> offsets(rank, rw.getIndexAttr(0));
+  SmallVector<OpFoldResult> strides(rank, rw.getIndexAttr(1));
+  SmallVector<OpFoldResult> sizes = getSizes(rw, loc, dest);
+  offsets[dim] = wrapIndex(rw, loc, sizes[dim], index);
+  sizes = getSizes(rw, loc, src);
+  sizes.insert(sizes.begin() + dim, rw.getIndexAttr(1));
+  return tensor::InsertSliceOp::create(rw, loc, src, dest, offsets, sizes,
+                                       strides);
+}
+
+/// An as_strided(self, size, stride, storage_offset) view of a `self` of
+/// static shape (the graph's values are dense and row-major) as a block of
+/// `self` reshaped: `self`'s elements row-major in `virtualShape`, whose
+/// row-major strides are the view's distinct strides (each dividing the
+/// one before, the largest dividing the element count), and the block of
+/// it at `starts` of `sizes` (the view's dims of size > 1 in their dims,
+/// 1 elsewhere, from the offset's digits), which is the view reshaped to
+/// `viewShape`. Overlapping views (equal or zero strides) have no such
+/// form. Autograd's CopySlices and as_strided backward make such views of
+/// slices and selects (tracing.py `_functionalize`).
+struct Block {
+  SmallVector<int64_t> virtualShape, starts, sizes, viewShape;
+};
+
+std::optional<Block> asStridedBlock(RankedTensorType self, DLOp op) {
+  std::optional<SmallVector<int64_t>> sizes = getIntListArg(op, "size");
+  std::optional<SmallVector<int64_t>> strides = getIntListArg(op, "stride");
+  int64_t offset = getIntArg(op, "storage_offset").value_or(0);
+  if (!self.hasStaticShape() || !sizes || !strides ||
+      sizes->size() != strides->size() || offset < 0)
+    return std::nullopt;
+  int64_t count = self.getNumElements();
+  SmallVector<int64_t> distinct;
+  for (auto [n, stride] : llvm::zip(*sizes, *strides)) {
+    if (n < 0 || (n > 1 && stride <= 0))
+      return std::nullopt;
+    if (n > 1)
+      distinct.push_back(stride);
+  }
+  llvm::sort(distinct, std::greater<int64_t>());
+  if (std::adjacent_find(distinct.begin(), distinct.end()) != distinct.end())
+    return std::nullopt; // two dims with one stride overlap
+  if (distinct.empty() || distinct.back() != 1)
+    distinct.push_back(1);
+  if (count % distinct.front() != 0)
+    return std::nullopt;
+  Block b;
+  b.virtualShape.push_back(count / distinct.front());
+  for (size_t i = 1; i < distinct.size(); ++i) {
+    if (distinct[i - 1] % distinct[i] != 0)
+      return std::nullopt;
+    b.virtualShape.push_back(distinct[i - 1] / distinct[i]);
+  }
+  int64_t rank = b.virtualShape.size();
+  // The virtual dims' row-major strides are `distinct`.
+  b.sizes.assign(rank, 1);
+  b.starts.assign(rank, 0);
+  b.viewShape = *sizes;
+  for (auto [n, stride] : llvm::zip(*sizes, *strides))
+    if (n > 1)
+      b.sizes[llvm::find(distinct, stride) - distinct.begin()] = n;
+  int64_t rest = offset;
+  for (int64_t d = 0; d < rank; ++d) {
+    b.starts[d] = rest / distinct[d];
+    rest %= distinct[d];
+    if (b.starts[d] + b.sizes[d] > b.virtualShape[d])
+      return std::nullopt;
+  }
+  if (rest != 0)
+    return std::nullopt;
+  // The view's dims must come in the order of their strides (a permuted
+  // view is not a reshape of the block).
+  int64_t last = INT64_MAX;
+  for (auto [n, stride] : llvm::zip(*sizes, *strides)) {
+    if (n <= 1)
+      continue;
+    if (stride >= last)
+      return std::nullopt;
+    last = stride;
+  }
+  return b;
+}
+
+SmallVector<OpFoldResult> indexAttrs(PatternRewriter &rw,
+                                     ArrayRef<int64_t> values) {
+  SmallVector<OpFoldResult> out;
+  for (int64_t v : values)
+    out.push_back(rw.getIndexAttr(v));
+  return out;
+}
+
+/// `v` (static shape) reshaped row-major to `shape`, or null.
+Value reshapeStatic(PatternRewriter &rw, Location loc, Value v,
+                    ArrayRef<int64_t> shape) {
+  RankedTensorType t = tensorType(v);
+  RankedTensorType to = t.clone(shape);
+  if (t.getShape() == shape)
+    return v;
+  std::optional<ReshapePlan> plan = planReshape(t.getShape(), shape);
+  if (!plan)
+    return nullptr;
+  return emitReshape(rw, loc, v, to, *plan);
+}
+
+/// as_strided(self, size, stride, storage_offset): a block of self
+/// reshaped (asStridedBlock).
+LogicalResult lowerAsStrided(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 1)
+    return failure();
+  std::optional<Block> b = asStridedBlock(tensorType(o[0]), op);
+  if (!b)
+    return failure();
+  Location loc = op.getLoc();
+  Value self = reshapeStatic(rw, loc, o[0], b->virtualShape);
+  if (!self)
+    return failure();
+  SmallVector<int64_t> ones(b->sizes.size(), 1);
+  Value block = tensor::ExtractSliceOp::create(
+      rw, loc, self, indexAttrs(rw, b->starts), indexAttrs(rw, b->sizes),
+      indexAttrs(rw, ones));
+  Value r = reshapeStatic(rw, loc, block, b->viewShape);
+  if (!r)
+    return failure();
+  rw.replaceOp(op, castTo(rw, loc, r, resultType(op)));
+  return success();
+}
+
+/// as_strided_scatter(self, src, size, stride, storage_offset): self with
+/// the elements of the view replaced by src.
+LogicalResult lowerAsStridedScatter(DLOp op, ValueRange o,
+                                    PatternRewriter &rw) {
+  if (o.size() != 2 ||
+      tensorType(o[1]).getElementType() != tensorType(o[0]).getElementType())
+    return failure();
+  RankedTensorType selfT = tensorType(o[0]);
+  std::optional<Block> b = asStridedBlock(selfT, op);
+  if (!b || tensorType(o[1]).getRank() != int64_t(b->viewShape.size()))
+    return failure();
+  Location loc = op.getLoc();
+  Value self = reshapeStatic(rw, loc, o[0], b->virtualShape);
+  Value src = castTo(rw, loc, o[1], tensorType(o[1]).clone(b->viewShape));
+  src = reshapeStatic(rw, loc, src, b->sizes);
+  if (!self || !src)
+    return failure();
+  SmallVector<int64_t> ones(b->sizes.size(), 1);
+  Value r = tensor::InsertSliceOp::create(
+      rw, loc, src, self, indexAttrs(rw, b->starts), indexAttrs(rw, b->sizes),
+      indexAttrs(rw, ones));
+  r = reshapeStatic(rw, loc, r, selfT.getShape());
+  if (!r)
+    return failure();
+  rw.replaceOp(op, castTo(rw, loc, r, resultType(op)));
+  return success();
+}
+
 LogicalResult lowerSliceBackward(DLOp op, ValueRange o, PatternRewriter &rw) {
   if (o.size() != 1)
     return failure();
   Location loc = op.getLoc();
   Value grad = o[0];
-  RankedTensorType rt = resultType(op);
-  int64_t rank = rt.getRank();
+  int64_t rank = resultType(op).getRank();
   std::optional<int64_t> dim = normDim(getIntArg(op, "dim").value_or(0), rank);
   int64_t step = getIntArg(op, "step").value_or(1);
   if (!dim || step <= 0 || tensorType(grad).getRank() != rank)
@@ -984,17 +1159,26 @@ LogicalResult lowerSliceBackward(DLOp op, ValueRange o, PatternRewriter &rw) {
   Value zeros = zerosForBackward(rw, loc, op, grad, *dim, true);
   if (!zeros)
     return failure();
-  SmallVector<OpFoldResult> offsets(rank, rw.getIndexAttr(0));
-  SmallVector<OpFoldResult> strides(rank, rw.getIndexAttr(1));
-  SmallVector<OpFoldResult> sizes = getSizes(rw, loc, grad);
-  OpFoldResult n = getSizes(rw, loc, zeros)[*dim];
-  offsets[*dim] = sliceBounds(rw, loc, n, getIntArg(op, "start").value_or(0),
-                              getIntArg(op, "end").value_or(INT64_MAX), step)
-                      .first;
-  strides[*dim] = rw.getIndexAttr(step);
-  Value r = tensor::InsertSliceOp::create(rw, loc, grad, zeros, offsets,
-                                          sizes, strides);
-  rw.replaceOp(op, r);
+  rw.replaceOp(op, insertAtSlice(rw, loc, op, zeros, grad, *dim, step));
+  return success();
+}
+
+/// slice_scatter(self, src, dim, start, end, step): `self` with the slice
+/// replaced by `src` (the recorder's functional form of an in-place write
+/// through a slice, tracing.py `_functionalize`).
+LogicalResult lowerSliceScatter(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 2)
+    return failure();
+  Location loc = op.getLoc();
+  int64_t rank = tensorType(o[0]).getRank();
+  std::optional<int64_t> dim = normDim(getIntArg(op, "dim").value_or(0), rank);
+  int64_t step = getIntArg(op, "step").value_or(1);
+  if (!dim || step <= 0 || tensorType(o[1]).getRank() != rank)
+    return failure();
+  if (tensorType(o[1]).getElementType() != tensorType(o[0]).getElementType())
+    return failure();
+  Value r = insertAtSlice(rw, loc, op, o[0], o[1], *dim, step);
+  rw.replaceOp(op, castTo(rw, loc, r, resultType(op)));
   return success();
 }
 
@@ -1004,23 +1188,32 @@ LogicalResult lowerSelectBackward(DLOp op, ValueRange o, PatternRewriter &rw) {
     return failure();
   Location loc = op.getLoc();
   Value grad = o[0];
-  RankedTensorType rt = resultType(op);
-  int64_t rank = rt.getRank();
+  int64_t rank = resultType(op).getRank();
   std::optional<int64_t> dim = normDim(getIntArg(op, "dim").value_or(0), rank);
   if (!dim || tensorType(grad).getRank() != rank - 1)
     return failure();
   Value zeros = zerosForBackward(rw, loc, op, grad, *dim, false);
   if (!zeros)
     return failure();
-  SmallVector<OpFoldResult> offsets(rank, rw.getIndexAttr(0));
-  SmallVector<OpFoldResult> strides(rank, rw.getIndexAttr(1));
-  SmallVector<OpFoldResult> sizes = getSizes(rw, loc, zeros);
-  offsets[*dim] = wrapIndex(rw, loc, sizes[*dim], *index);
-  sizes = getSizes(rw, loc, grad);
-  sizes.insert(sizes.begin() + *dim, rw.getIndexAttr(1));
-  Value r = tensor::InsertSliceOp::create(rw, loc, grad, zeros, offsets,
-                                          sizes, strides);
-  rw.replaceOp(op, r);
+  rw.replaceOp(op, insertAtSelect(rw, loc, zeros, grad, *dim, *index));
+  return success();
+}
+
+/// select_scatter(self, src, dim, index): `self` with the selected
+/// sub-tensor replaced by `src`.
+LogicalResult lowerSelectScatter(DLOp op, ValueRange o, PatternRewriter &rw) {
+  std::optional<int64_t> index = getIntArg(op, "index");
+  if (o.size() != 2 || !index)
+    return failure();
+  Location loc = op.getLoc();
+  int64_t rank = tensorType(o[0]).getRank();
+  std::optional<int64_t> dim = normDim(getIntArg(op, "dim").value_or(0), rank);
+  if (!dim || tensorType(o[1]).getRank() != rank - 1)
+    return failure();
+  if (tensorType(o[1]).getElementType() != tensorType(o[0]).getElementType())
+    return failure();
+  Value r = insertAtSelect(rw, loc, o[0], o[1], *dim, *index);
+  rw.replaceOp(op, castTo(rw, loc, r, resultType(op)));
   return success();
 }
 
@@ -2046,6 +2239,10 @@ void terra::populateDataMovementLowerings(LoweringRegistry &r) {
     r.add(n, rollBackOnFailure<lowerSplit>);
   r.add("aten.slice_backward", rollBackOnFailure<lowerSliceBackward>);
   r.add("aten.select_backward", rollBackOnFailure<lowerSelectBackward>);
+  r.add("aten.slice_scatter", rollBackOnFailure<lowerSliceScatter>);
+  r.add("aten.select_scatter", rollBackOnFailure<lowerSelectScatter>);
+  r.add("aten.as_strided", rollBackOnFailure<lowerAsStrided>);
+  r.add("aten.as_strided_scatter", rollBackOnFailure<lowerAsStridedScatter>);
   r.add("aten.cat", rollBackOnFailure<lowerCat>);
   r.add("aten.stack", rollBackOnFailure<lowerStack>);
   r.add("aten.index_select", rollBackOnFailure<lowerIndexSelect>);

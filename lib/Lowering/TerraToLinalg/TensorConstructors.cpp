@@ -200,9 +200,10 @@ LogicalResult lowerArange(DLOp op, ValueRange o, PatternRewriter &rw) {
 } // namespace
 
 void terra::populateTensorConstructorsLowerings(LoweringRegistry &r) {
-  for (StringRef n : {"aten.zeros", "aten.zeros_like", "aten.new_zeros",
-                      "aten.zero", "aten.zero_", "aten.empty.memory_format",
-                      "aten.empty_like", "aten.new_empty"})
+  for (StringRef n :
+       {"aten.zeros", "aten.zeros_like", "aten.new_zeros", "aten.zero",
+        "aten.zero_", "aten.empty.memory_format", "aten.empty_like",
+        "aten.new_empty", "aten.empty_strided", "aten.new_empty_strided"})
     r.add(n, rollBackOnFailure<lowerConstantFill<0>>);
   for (StringRef n : {"aten.ones", "aten.ones_like", "aten.new_ones"})
     r.add(n, rollBackOnFailure<lowerConstantFill<1>>);
