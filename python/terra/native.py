@@ -7,6 +7,7 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+from pathlib import Path
 from types import ModuleType
 
 from .toolchain import build_dir
@@ -26,25 +27,20 @@ def load() -> ModuleType:
         _module = sys.modules["_terra_native"]
         return _module
     folder = build_dir() / "python"
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        path = folder / f"_terra_native{suffix}"
-        if path.exists():
-            spec = importlib.util.spec_from_file_location("_terra_native", path)
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            sys.modules["_terra_native"] = module
-            _module = module
-            module.set_graph_threads(graph_threads())
-            spin = wait_spin_us()
-            if spin is not None:
-                module.set_wait_spin_us(spin)
-            cache = host_cache_mb()
-            if cache is not None:
-                module.set_host_cache_mb(cache)
-            return module
-    raise NativeModuleMissing(f"the native module _terra_native is not built in {folder}; run "
-                              f"`bash scripts/build.sh` (or set TERRA_BUILD_DIR to a build that has it)")
+    module = _import_built(folder, "_terra_native")
+    if module is None:
+        raise NativeModuleMissing(f"the native module _terra_native is not built in {folder}; run "
+                                  f"`bash scripts/build.sh` (or set TERRA_BUILD_DIR to a build that has it)")
+    sys.modules["_terra_native"] = module
+    _module = module
+    module.set_graph_threads(graph_threads())
+    spin = wait_spin_us()
+    if spin is not None:
+        module.set_wait_spin_us(spin)
+    cache = host_cache_mb()
+    if cache is not None:
+        module.set_host_cache_mb(cache)
+    return module
 
 
 _dispatch: ModuleType | None | bool = False  # False: not looked for yet
@@ -70,16 +66,21 @@ def load_dispatch() -> ModuleType | None:
         return None
     if built_for != torch.__version__:
         return None
+    _dispatch = _import_built(folder, "_terra_dispatch")
+    return _dispatch
+
+
+def _import_built(folder: Path, name: str) -> ModuleType | None:
+    """Imports extension module `name` built into `folder`, or None."""
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        path = folder / f"_terra_dispatch{suffix}"
+        path = folder / f"{name}{suffix}"
         if path.exists():
-            spec = importlib.util.spec_from_file_location("_terra_dispatch", path)
+            spec = importlib.util.spec_from_file_location(name, path)
             assert spec is not None and spec.loader is not None
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
-            _dispatch = module
-            break
-    return _dispatch  # type: ignore[return-value]
+            return module
+    return None
 
 
 def graph_threads() -> int:
