@@ -155,8 +155,43 @@ def infer_meta(func: Any, args: tuple, kwargs: dict) -> Any:
                     # the dispatcher's message listing every backend.
                     _RULE_ONLY[func] = rule
                 hit = rule(*margs, **mkwargs)
+        fix = _CPU_META_FIXES.get(str(func))
+        if fix is not None:
+            hit = fix(args, kwargs, hit)
         _META_CACHE[sig] = hit
     return hit
+
+
+_EMBEDDING_BAG_ARGS = ("scale_grad_by_freq", "mode", "sparse", "per_sample_weights", "include_last_offset",
+                       "padding_idx")
+
+
+def _embedding_bag_on_cpu(args: tuple, kwargs: dict, hit: Any) -> Any:
+    """torch's meta kernel of `_embedding_bag` gives the non-CPU shapes (its
+    arguments are on the meta device): on the CPU, the sum of a float
+    weight (the fast path) makes no `offset2bag` (size 0), which its
+    backward then computes itself, and `max_indices` has one entry per bag
+    (per bag and column for the max)."""
+    weight, indices, offsets = args[:3]
+    if not isinstance(offsets, torch.Tensor) or offsets.device.type != "cpu":
+        return hit
+    named = dict(zip(_EMBEDDING_BAG_ARGS, args[3:]))
+    named.update(kwargs)
+    mode, psw = named.get("mode", 0), named.get("per_sample_weights")
+    padding_idx = named.get("padding_idx", -1)
+    fast = (weight.dtype in (torch.float32, torch.float16) and weight.stride(1) == 1
+            and (padding_idx is None or padding_idx < 0) and (psw is None or psw.stride(0) == 1))
+    output, _, bag_size, _ = hit
+    n = indices.shape[0] if mode in (1, 2) or not fast else 0
+    most = tuple(output.shape) if mode == 2 else tuple(bag_size.shape)  # max: an index per bag and column
+    return (output, torch.empty((n,), dtype=offsets.dtype, device="meta"), bag_size,
+            torch.empty(most, dtype=offsets.dtype, device="meta"))
+
+
+# Ops whose meta kernel gives other shapes than their CPU kernel: the
+# inferred results are corrected from the real arguments.
+_CPU_META_FIXES = {"aten._embedding_bag.default": _embedding_bag_on_cpu,
+                   "aten._embedding_bag_forward_only.default": _embedding_bag_on_cpu}
 
 
 def _convolution_backward(grad_output: torch.Tensor, input: torch.Tensor, weight: torch.Tensor,
