@@ -1028,7 +1028,8 @@ class _Recorder(TorchDispatchMode):
             if j < len(dynamic) and dynamic[j]:
                 self._taint[ValueRef(index, j)] = frozenset(dynamic[j])
                 self._real_shapes[ValueRef(index, j)] = tuple(t.shape)
-        if name in _SCATTER_OF and outs and self._last_call is not None and self._last_call[1]:
+        if (name in _SCATTER_OF or name in _INVERSE_VIEW) and outs and self._last_call is not None \
+                and self._last_call[1]:
             self._note_view(name, op_args, self._last_call[1][0], outs[0])
         scatters: list[OpEvent] = []
         for w in written:
@@ -1066,8 +1067,16 @@ class _Recorder(TorchDispatchMode):
         if name == "aten.as_strided" and (parent.storage_offset() != 0 or not parent.is_contiguous()):
             return  # (as_strided addresses the storage: a dense tensor's elements)
         k = self.key(view)
-        if k != self.key(parent):
-            self.view_parent[k] = (parent, name, dict(op_args))
+        if k == self.key(parent) or self.base(view) != self.base(parent):  # (a reshape may copy)
+            return
+        # A view of a view that is the original again (`w.t().t()`) is not a
+        # view of it: that would make a cycle.
+        up, depth = self.key(parent), 0
+        while up in self.view_parent and depth < 32:
+            up, depth = self.key(self.view_parent[up][0]), depth + 1
+            if up == k:
+                return
+        self.view_parent[k] = (parent, name, dict(op_args))
 
     def _view_chain(self, t: torch.Tensor) -> Optional[list]:
         """The slices and selects `t` was made by, up to a tensor that is no
@@ -1101,8 +1110,13 @@ class _Recorder(TorchDispatchMode):
         if value is None:
             return events
         for parent, name, args, old in chain:
-            event = OpEvent(_SCATTER_OF[name], [old, value], dict(args), [TensorType.of(parent)], site,
-                            _synthetic_call(_SCATTER_OF[name], args, 2))
+            if name in _SCATTER_OF:  # the view is part of its parent
+                event = OpEvent(_SCATTER_OF[name], [old, value], dict(args), [TensorType.of(parent)], site,
+                                _synthetic_call(_SCATTER_OF[name], args, 2))
+            else:  # the view is all of its parent, rearranged
+                op, inverse = _INVERSE_VIEW[name](args, parent)
+                event = OpEvent(op, [value], inverse, [TensorType.of(parent)], site,
+                                _synthetic_call(op, inverse, 1))
             value = ValueRef(self._append(event))
             events.append(event)
             self._bind(parent, value)
@@ -1376,6 +1390,26 @@ def _flat_tensors_deep(obj: Any) -> Iterator[torch.Tensor]:
 # (_Recorder._functionalize), and the op that does it.
 _SCATTER_OF = {"aten.slice.Tensor": "aten.slice_scatter", "aten.select.int": "aten.select_scatter",
                "aten.as_strided": "aten.as_strided_scatter"}
+
+
+def _view_back(args: dict, parent: torch.Tensor) -> tuple:
+    return "aten.view", {"size": list(parent.shape)}
+
+
+def _inverse_permute(args: dict, parent: torch.Tensor) -> tuple:
+    dims = [d % max(parent.dim(), 1) for d in args.get("dims", [])]
+    return "aten.permute", {"dims": sorted(range(len(dims)), key=dims.__getitem__)}
+
+
+# View ops whose view holds all of the viewed tensor's elements: a write
+# through one gives the viewed tensor the view's new value rearranged back
+# (_Recorder._functionalize): (op, args) from the view's args and the tensor.
+_INVERSE_VIEW = {**{n: _view_back for n in ("aten.view", "aten._unsafe_view", "aten.reshape", "aten._reshape_alias",
+                                           "aten.unsqueeze", "aten.squeeze", "aten.squeeze.dim",
+                                           "aten.flatten.using_ints", "aten.unflatten.int")},
+                 "aten.t": lambda args, parent: ("aten.t", {}),
+                 "aten.transpose.int": lambda args, parent: ("aten.transpose.int", dict(args)),
+                 "aten.permute": _inverse_permute}
 
 
 def _synthetic_call(name: str, args: dict, tensors: int) -> tuple:

@@ -404,6 +404,13 @@ def _view_write_program(kind: str) -> Callable:
                 out = torch.zeros(2, 8, 3)
                 out[1, :, 1:] = h[:, 1:]
                 out = out.sum(0) + h
+            elif kind == "a flat view indexed":
+                out = torch.zeros(8, 3)
+                out.view(-1)[:6] = 1.0
+                out = out + h
+            elif kind == "a row of the transpose":
+                out = h.clone()
+                out.t()[0].add_(1.0)
             else:  # a parameter's row written under no_grad
                 with torch.no_grad():
                     model[0].weight[0].mul_(0.5)
@@ -419,12 +426,13 @@ def _view_write_program(kind: str) -> Callable:
 
 @pytest.mark.parametrize("kind", ["slice assignment", "mask filled by a slice", "rows by select",
                                   "in-place add into a column", "rows written in a loop", "nested views",
-                                  "a parameter's row"])
+                                  "a flat view indexed", "a row of the transpose", "a parameter's row"])
 def test_writes_through_slices_and_selects_co_execute(kind: str) -> None:
     # A write through a slice or select view (`out[:, :3] = h`, `x[:, 0] +=
     # 1`, a parameter's row scaled in place) is recorded as the op on the
     # view followed by slice_scatter / select_scatter into the tensors it
-    # views, and the views a write made stale are sliced again from the new
+    # views (a view, reshape or transpose of all of them: the inverse
+    # view), and the views a write made stale are sliced again from the new
     # value when read; the backward's CopySlices (as_strided views of the
     # gradient, written in place) the same way, with as_strided_scatter.
     # Every such step ran eagerly for good ("views are not modelled").
