@@ -1168,19 +1168,12 @@ public:
                         ? steal(PyDict_New())
                         : py::reinterpret_borrow<py::object>(kwargs);
     PyObject *rec = m.rec.ptr();
-    Py_ssize_t q = -1;
-    py::object view;
-    py::object entry = m.expected(func.ptr(), q, view);
-    Handler handler(m, self);
-    if (entry && PyTuple_Check(args.ptr()) && PyDict_Check(kw.ptr())) {
-      if (isTrue(field(view.ptr(), fPass)))
-        return replayPass(rec, entry.ptr(), view.ptr(), func.ptr(), args.ptr(),
-                          kw.ptr(), q);
-      py::object out = replayPlainView(rec, entry.ptr(), view.ptr(), func.ptr(),
-                                       args.ptr(), kw.ptr(), q);
+    if (PyTuple_Check(args.ptr()) && PyDict_Check(kw.ptr())) {
+      py::object out = replayNext(self, func, args, kw);
       if (out.ptr() != config->miss.ptr())
         return out;
     }
+    Handler handler(m, self);
     PyObject *argv[] = {rec, func.ptr(), types.ptr(), args.ptr(), kw.ptr()};
     return steal(PyObject_VectorcallMethod(config->torchDispatch, argv,
                                            5 | PY_VECTORCALL_ARGUMENTS_OFFSET,
@@ -1196,22 +1189,11 @@ public:
   static py::object fast(py::object self, py::handle func, py::handle args,
                          py::handle kwargs) {
     auto &m = self.cast<DirectMode &>();
-    PyObject *rec = m.rec.ptr();
     if (!PyTuple_Check(args.ptr()) || !PyDict_Check(kwargs.ptr()) ||
-        isTrue(getAttr(rec, config->inside).ptr()) ||
+        isTrue(getAttr(m.rec.ptr(), config->inside).ptr()) ||
         PyLong_AsLong(steal(PyObject_CallNoArgs(m.stackLen.ptr())).ptr()) != 1)
       return config->miss;
-    Py_ssize_t q = -1;
-    py::object view;
-    py::object entry = m.expected(func.ptr(), q, view);
-    if (!entry)
-      return config->miss;
-    Handler handler(m, self);
-    if (isTrue(field(view.ptr(), fPass)))
-      return replayPass(rec, entry.ptr(), view.ptr(), func.ptr(), args.ptr(),
-                        kwargs.ptr(), q);
-    return replayPlainView(rec, entry.ptr(), view.ptr(), func.ptr(), args.ptr(),
-                           kwargs.ptr(), q);
+    return replayNext(self, func, args, kwargs);
   }
 
   /// A read by a tensor method (`item`, `tolist`, ...: `orig`, a C
@@ -1316,6 +1298,26 @@ public:
 
 private:
   static py::object one() { return steal(PyLong_FromLong(1)); }
+
+  /// The native replay of the entry the tape expects next (a plain or a
+  /// pass one, `expected`), with the handler off while it runs; the miss
+  /// sentinel, with nothing changed, otherwise.
+  static py::object replayNext(py::object self, py::handle func,
+                               py::handle args, py::handle kwargs) {
+    auto &m = self.cast<DirectMode &>();
+    Py_ssize_t q = -1;
+    py::object view;
+    py::object entry = m.expected(func.ptr(), q, view);
+    if (!entry)
+      return config->miss;
+    Handler handler(m, self);
+    PyObject *rec = m.rec.ptr();
+    if (isTrue(field(view.ptr(), fPass)))
+      return replayPass(rec, entry.ptr(), view.ptr(), func.ptr(), args.ptr(),
+                        kwargs.ptr(), q);
+    return replayPlainView(rec, entry.ptr(), view.ptr(), func.ptr(), args.ptr(),
+                           kwargs.ptr(), q);
+  }
 
   /// `rec.paused` raised for its lifetime (never throws on the way out).
   class Paused {

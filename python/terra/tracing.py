@@ -300,10 +300,10 @@ class _Recorder(TorchDispatchMode):
         self.written_feeds: dict[tuple, tuple] = {}
         # Memory of each fed tensor -> its first feed (writes through views).
         self.fed_bases: dict[tuple, ValueRef] = {}
-        # Key of a slice or select view made in the step -> (the tensor it
-        # views, the view op, its arguments): writes through it are written
-        # back into that tensor (`_functionalize`), and a view that such a
-        # write made stale is derived again from it (`_rederive`).
+        # Key of a view the step made (an op of _SCATTER_OF or _INVERSE_VIEW)
+        # -> (the tensor it views, the view op, its arguments): writes
+        # through it are written back into that tensor (`_functionalize`),
+        # and a view such a write made stale is derived again (`_rederive`).
         self.view_parent: dict[Key, tuple] = {}
         self._call = (call_args, call_kwargs)
         self._indexed: Optional[tuple] = None  # see _index
@@ -1056,9 +1056,9 @@ class _Recorder(TorchDispatchMode):
 
     # -- writes through views ---------------------------------------------------
     def _note_view(self, name: str, op_args: dict, parent: Any, view: Any) -> None:
-        """Remembers that `view` is `name`(`parent`, args) (a slice or a
-        select the step made). A view of the whole tensor has its parent's
-        key, so it is its parent here."""
+        """Remembers that `view` is `name`(`parent`, args), an op of
+        _SCATTER_OF or _INVERSE_VIEW. A view with its parent's key (a slice
+        of all of it) is its parent here."""
         if not isinstance(parent, torch.Tensor) or not isinstance(view, torch.Tensor):
             return
         if any(not (v is None or type(v) is int or (type(v) is list and all(type(x) is int for x in v)))
@@ -1079,8 +1079,8 @@ class _Recorder(TorchDispatchMode):
         self.view_parent[k] = (parent, name, dict(op_args))
 
     def _view_chain(self, t: torch.Tensor) -> Optional[list]:
-        """The slices and selects `t` was made by, up to a tensor that is no
-        such view, with the value each viewed tensor has now: [(parent, view
+        """The views `t` was made by (`view_parent`), up to a tensor that is
+        no such view, with the value each viewed tensor has now: [(parent, view
         op, args, parent's value)], innermost first; None if a value is not
         known (a view written before and not derived again) or a value has
         a data-dependent size."""
@@ -1098,9 +1098,10 @@ class _Recorder(TorchDispatchMode):
 
     def _functionalize(self, t: torch.Tensor, chain: list, site: Site) -> list:
         """An in-place write into view `t` (recorded as an op making `t`'s new
-        value) also makes new values of the tensors it views: each is the
-        old value with the view's part replaced, `slice_scatter` /
-        `select_scatter` from `t` up to the tensor that is no view. Other
+        value) also makes new values of the tensors it views, from `t` up to
+        the tensor that is no view: the old value with the view's part
+        replaced (`slice_scatter`, `select_scatter`, `as_strided_scatter`),
+        or the view's value rearranged back (_INVERSE_VIEW). Other
         views of that memory are stale (`_written`) and are derived again
         from the new values when read (`_rederive`). This is how functional
         IRs express a write through a view (torch's functionalization).
@@ -1123,9 +1124,9 @@ class _Recorder(TorchDispatchMode):
         return events
 
     def _rederive(self, t: torch.Tensor, site: Site) -> Optional[ValueRef]:
-        """A stale view (its memory was written through another view) made
-        by a slice or select of a tensor whose value is known: the view of
-        that value, recorded again. None if it cannot be derived."""
+        """A stale view (its memory was written through another view) in
+        `view_parent`, of a tensor whose value is known: the view of that
+        value, recorded again. None if it cannot be derived."""
         entry = self.view_parent.get(self.key(t))
         if entry is None or self.in_engine:
             return None  # (inside the engine an event's site comes from its node)
@@ -1227,7 +1228,7 @@ class _Recorder(TorchDispatchMode):
             self.written_feeds.pop(self.base(t), None)
         for shape, held, path in self.written_feeds.values():
             if path is not None:
-                self._commit_argument(path, shape)
+                self._commit_argument(path)
             elif held is not None:
                 self.trace.adopt.append(held)
             else:
@@ -1237,7 +1238,7 @@ class _Recorder(TorchDispatchMode):
         self.keepalive.clear()
         return self.trace
 
-    def _commit_argument(self, path: tuple, shape: list) -> None:
+    def _commit_argument(self, path: tuple) -> None:
         """The step wrote its tensor argument at `path` in place (`x.sub_(m)`
         on the batch): the argument's final value becomes an end fetch of
         kind "arg", which the co-executor copies into the call's argument
@@ -1413,14 +1414,20 @@ _INVERSE_VIEW = {**{n: _view_back for n in ("aten.view", "aten._unsafe_view", "a
 
 
 def _synthetic_call(name: str, args: dict, tensors: int) -> tuple:
-    """The host call (OpEvent.call) of an op the recorder adds itself: its
-    overload and a recipe taking `tensors` operands, then `args` by
-    keyword (for a graph that leaves it to the host)."""
-    packet = getattr(torch.ops.aten, name.split(".")[1])
-    overload = name.split(".")[2] if name.count(".") > 1 else "default"
-    recipe = [(aname, False, "t", None) for aname in ("self", "src")[:tensors]]
-    recipe += [(k, True, "v", v) for k, v in args.items()]
-    return getattr(packet, overload), recipe
+    """The host call (OpEvent.call) of an op the recorder adds itself (for a
+    graph that leaves it to the host): its overload and a recipe taking
+    `tensors` operands, then `args`, positionally while they follow the
+    schema's order (as recorded recipes do), by keyword after a gap (an
+    argument left at its default)."""
+    parts = name.split(".")
+    func = getattr(getattr(torch.ops.aten, parts[1]), parts[2] if len(parts) > 2 else "default")
+    schema = [a[1] for a in op_info(func).args]
+    recipe = [(aname, False, "t", None) for aname in schema[:tensors]]
+    keyword = False
+    for i, (k, v) in enumerate(args.items()):
+        keyword = keyword or tensors + i >= len(schema) or schema[tensors + i] != k
+        recipe.append((k, keyword, "v", v))
+    return func, recipe
 
 
 def _at_path(call: tuple, path: tuple) -> Any:
