@@ -24,6 +24,10 @@ START=$(date +%s)
 left() { echo $((BUDGET - ($(date +%s) - START))); }
 B=.gpu-bundle
 export PYTHONUNBUFFERED=1
+# A crash on the graph runner's thread prints its native stack
+# (python/src/CrashTrace.cpp) into native-backtrace.log (pytest captures
+# stderr), before faulthandler's Python stacks.
+export TERRA_NATIVE_BACKTRACE=$L/native-backtrace.log
 # GPU_CHECK_PARTS picks parts (a follow-up run repeats only what changed).
 want() { case " ${GPU_CHECK_PARTS:-0 1 2 3 3b 3c 4} " in *" $1 "*) return 0 ;; esac; return 1; }
 
@@ -156,7 +160,7 @@ echo "== 3c. terra on device=\"cuda\": benchmark programs at full size, eager vs
 # The first co-executed programs on a GPU (test_device.py passed in part 0
 # first): GPU_CHECK_TERRA_PROGRAMS, each within its own limit.
 if want 3c && [ -f $FRONTEND/python/_terra_native.cpython-312-x86_64-linux-gnu.so ] && [ "$(left)" -gt 100 ]; then
-  for p in ${GPU_CHECK_TERRA_PROGRAMS:-"dcgan resnet50 bert_cls music_transformer gpt2"}; do
+  for p in ${GPU_CHECK_TERRA_PROGRAMS:-dcgan resnet50 bert_cls music_transformer gpt2}; do
     TL=$(( $(left) - 10 )); [ "$TL" -gt "${GPU_CHECK_TERRA_S:-150}" ] && TL=${GPU_CHECK_TERRA_S:-150}
     if [ "$TL" -lt 60 ]; then echo "skipped $p: budget spent"; continue; fi
     TERRA_LOG=1 TERRA_BUILD_DIR=$FRONTEND timeout $TL python3 benchmarks/run.py --programs $p --size full \

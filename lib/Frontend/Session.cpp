@@ -23,6 +23,8 @@
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <mutex>
+
 using namespace mlir;
 
 namespace terra {
@@ -34,6 +36,10 @@ struct Session::Impl {
   /// Parsed trace modules stay alive: the graph's keys refer to their
   /// attributes (interned in the context) and locations.
   std::vector<OwningOpRef<ModuleOp>> traces;
+  /// One caller at a time uses the context (its multithreading is off) and
+  /// the graph: the front end compiles on a background thread with the GIL
+  /// released, while its own thread may add a trace or describe a key.
+  std::recursive_mutex lock;
 
   Impl() {
     registerAllDialects(registry);
@@ -90,6 +96,7 @@ Session::~Session() = default;
 const TraceGraph &Session::graph() const { return impl->graph->graph(); }
 
 AddTraceResult Session::addTrace(const std::string &moduleText) {
+  std::lock_guard<std::recursive_mutex> guard(impl->lock);
   AddTraceResult result;
   MLIRContext *ctx = impl->ctx.get();
   DiagnosticCollector diags(ctx);
@@ -138,6 +145,7 @@ AddTraceResult Session::addTrace(const std::string &moduleText) {
 std::unique_ptr<rt::CompiledGraph>
 Session::compile(const CompileOptions &options, std::string &error,
                  CompileStages *stages) {
+  std::lock_guard<std::recursive_mutex> guard(impl->lock);
   MLIRContext *ctx = impl->ctx.get();
   DiagnosticCollector diags(ctx);
   Location loc = UnknownLoc::get(ctx);
@@ -195,6 +203,7 @@ Session::compile(const CompileOptions &options, std::string &error,
 }
 
 std::string Session::traceGraphText() const {
+  std::lock_guard<std::recursive_mutex> guard(impl->lock);
   auto [module, op] = impl->emitTraceGraph();
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -203,6 +212,7 @@ std::string Session::traceGraphText() const {
 }
 
 std::string Session::traceGraphDot() const {
+  std::lock_guard<std::recursive_mutex> guard(impl->lock);
   auto [module, op] = impl->emitTraceGraph();
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -211,6 +221,7 @@ std::string Session::traceGraphDot() const {
 }
 
 std::string Session::describeKey(int64_t key) const {
+  std::lock_guard<std::recursive_mutex> guard(impl->lock);
   const TypedTraceGraph::KeyInfo &info = impl->graph->keyInfo(KeyId(key));
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -237,6 +248,7 @@ std::string Session::describeKey(int64_t key) const {
 
 std::pair<std::string, std::string>
 Session::keyNameAndArgs(int64_t key) const {
+  std::lock_guard<std::recursive_mutex> guard(impl->lock);
   const TypedTraceGraph::KeyInfo &info = impl->graph->keyInfo(KeyId(key));
   std::pair<std::string, std::string> out;
   if (info.name)
@@ -249,6 +261,7 @@ Session::keyNameAndArgs(int64_t key) const {
 }
 
 std::vector<int64_t> Session::nodeShape(int64_t node, unsigned result) const {
+  std::lock_guard<std::recursive_mutex> guard(impl->lock);
   llvm::ArrayRef<Type> types = impl->graph->nodeTypes(NodeId(node));
   std::vector<int64_t> shape;
   if (result < types.size())
@@ -259,6 +272,7 @@ std::vector<int64_t> Session::nodeShape(int64_t node, unsigned result) const {
 }
 
 std::string Session::nodeLocation(int64_t node) const {
+  std::lock_guard<std::recursive_mutex> guard(impl->lock);
   std::string text;
   llvm::raw_string_ostream os(text);
   os << impl->graph->nodeLoc(NodeId(node));

@@ -8,6 +8,7 @@
 // GIL, so the runner thread's host callbacks can run Python.
 //
 //===----------------------------------------------------------------------===//
+#include "CrashTrace.h"
 #include "HostRng.h"
 #include "LoopHook.h"
 #include "NativeReplay.h"
@@ -22,6 +23,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -638,6 +640,9 @@ extern "C" void openblas_set_num_threads(int);
 extern "C" int openblas_get_num_threads(void);
 
 PYBIND11_MODULE(_terra_native, m) {
+  if (const char *v = std::getenv("TERRA_NATIVE_BACKTRACE");
+      v && *v && std::strcmp(v, "0") != 0)
+    terra::installCrashBacktrace(v);
   m.def(
       "set_graph_threads",
       [](int n) {
@@ -691,7 +696,12 @@ PYBIND11_MODULE(_terra_native, m) {
       .def(py::init<>())
       .def("add_trace",
            [](Session &s, const std::string &text) {
-             AddTraceResult r = s.addTrace(text);
+             AddTraceResult r;
+             {
+               // It waits for a compile running on another thread.
+               py::gil_scoped_release release;
+               r = s.addTrace(text);
+             }
              py::dict d;
              d["error"] = r.error;
              d["changed"] = r.changed;
@@ -735,12 +745,18 @@ PYBIND11_MODULE(_terra_native, m) {
           [](Session &s) { return std::make_unique<PyCursor>(s.graph()); },
           py::keep_alive<0, 1>())
       .def_property_readonly("unrolled_loops", &Session::unrolledLoops)
-      .def("trace_graph_text", &Session::traceGraphText)
-      .def("trace_graph_dot", &Session::traceGraphDot)
-      .def("describe_key", &Session::describeKey)
-      .def("node_location", &Session::nodeLocation)
-      .def("key_name_and_args", &Session::keyNameAndArgs)
-      .def("node_shape", &Session::nodeShape)
+      .def("trace_graph_text", &Session::traceGraphText,
+           py::call_guard<py::gil_scoped_release>())
+      .def("trace_graph_dot", &Session::traceGraphDot,
+           py::call_guard<py::gil_scoped_release>())
+      .def("describe_key", &Session::describeKey,
+           py::call_guard<py::gil_scoped_release>())
+      .def("node_location", &Session::nodeLocation,
+           py::call_guard<py::gil_scoped_release>())
+      .def("key_name_and_args", &Session::keyNameAndArgs,
+           py::call_guard<py::gil_scoped_release>())
+      .def("node_shape", &Session::nodeShape,
+           py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("num_nodes",
                              [](Session &s) { return s.graph().size(); });
 

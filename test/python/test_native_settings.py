@@ -1,8 +1,16 @@
 """The native runtime's process-wide settings and the environment variables
-that set them (python/terra/native.py)."""
+that set them (python/terra/native.py); a Session used from several threads;
+native backtraces of fatal signals (TERRA_NATIVE_BACKTRACE)."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
 import pytest
+import torch
 
 from terra import native
 
@@ -87,3 +95,76 @@ def test_host_cache_keeps_a_graphs_buffers_for_the_next_run() -> None:
         assert NATIVE.host_cache_stats()["cached_bytes"] == 0
     finally:
         NATIVE.set_host_cache_mb(saved)
+
+
+def test_a_session_compiles_on_one_thread_while_others_use_it(monkeypatch) -> None:
+    """The front end compiles on a background thread with the GIL released;
+    another compile, a trace added, or a key described meanwhile waits for
+    it (the session's MLIR context is single-threaded: a GPU compile
+    started while the function's own compile ran crashed in attribute
+    uniquing)."""
+    import terra
+    from coexec_helpers import batches, sgd_program
+    monkeypatch.setenv("TERRA_BACKGROUND_COMPILE", "1")  # the tests' default is 0
+    torch.manual_seed(0)
+    step, model, opt = sgd_program(momentum=0.9)()
+    fn = terra.function(step, cache_dir=None)
+    for x, y in batches(3):
+        fn(x, y)  # the third call starts the function's compile
+    session = fn.session
+    errors = []
+
+    def compile_often(device):
+        try:
+            for _ in range(2):
+                graph, stages = session.compile("", 64, True, device)
+                assert "linalg" in stages["linalg"]
+        except Exception as exc:  # reported below
+            if "no CUDA runtime" not in str(exc):
+                errors.append(exc)
+
+    # A GPU compile makes attributes a CPU one never made (in a build with
+    # the CUDA runtime; one without refuses at once).
+    threads = [threading.Thread(target=compile_often, args=(d,)) for d in ("cuda", "cpu")]
+    for t in threads:
+        t.start()
+    compile_often("cuda")
+    while any(t.is_alive() for t in threads):
+        assert "terra.trace_graph" in session.trace_graph_text()
+        session.describe_key(0)
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+CRASH = """
+import ctypes, faulthandler, sys, threading
+faulthandler.enable()
+sys.path.insert(0, {python!r})
+from terra import native
+native.load()
+t = threading.Thread(target=lambda: ctypes.string_at(8), name="crasher")
+t.start()
+t.join()
+"""
+
+
+@pytest.mark.parametrize("target", ["stderr", "file"])
+def test_a_fatal_signal_on_a_native_thread_prints_its_native_stack(target: str, tmp_path: Path) -> None:
+    """With TERRA_NATIVE_BACKTRACE the faulting thread's native stack comes
+    first (to stderr, or appended to the named file: pytest captures
+    stderr), then faulthandler's Python stacks: the handler it replaced
+    still runs."""
+    log = tmp_path / "bt.log"
+    env = dict(os.environ, TERRA_NATIVE_BACKTRACE="1" if target == "stderr" else str(log))
+    python = str(Path(native.__file__).resolve().parents[1])
+    proc = subprocess.run([sys.executable, "-c", CRASH.format(python=python)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -11, proc
+    native_stack = proc.stderr if target == "stderr" else log.read_text()
+    assert "terra: fatal signal 11 (Segmentation fault) at address 0x8" in native_stack, proc.stderr
+    assert "libc.so" in native_stack and "#3 " in native_stack, native_stack
+    assert "Fatal Python error: Segmentation fault" in proc.stderr
+    assert "in <lambda>" in proc.stderr
+    if target == "stderr":
+        assert proc.stderr.index("terra: fatal signal") < proc.stderr.index("Fatal Python error")
