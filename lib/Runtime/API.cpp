@@ -188,6 +188,17 @@ bool describeInput(RunState *run, const Tensor &t, UnrankedMemRef *out,
                    bool contiguous) {
   if (run->memory.stageInputs)
     return stageInput(run, t, out);
+  if (contiguous && !t.isContiguous() && run->memory.inputsOnDevice) {
+    // A device tensor (a transposed CUDA parameter, an expanded feed) the
+    // host cannot read: made row-major through a host copy, then staged
+    // back into the run's memory. Rare, so not a kernel of its own.
+    Tensor host;
+    if (!run->memory.toHost || !hostCopy(run, t, host)) {
+      failRun(run, "copying a strided input from the device failed");
+      return false;
+    }
+    return stageInput(run, host, out);
+  }
   if (contiguous && !t.isContiguous()) {
     Tensor copy = t.contiguousCopy();
     describe(copy, out, true);

@@ -957,6 +957,41 @@ module {
   EXPECT_EQ(at(fedBack, 2), 3);
 }
 
+// A strided device tensor fed to a graph that reads its inputs row-major
+// (a transposed CUDA parameter): the host cannot read device memory, so the
+// runtime copies the span out, makes it row-major on the host and stages it
+// back in; a plain host copy of the device pointer crashed on a GPU.
+TEST_F(GraphTest, InputsOnDeviceStridedFeedIsMadeRowMajorThroughTheHost) {
+  auto g = compileContiguous(R"mlir(
+module {
+  terra.graph @g {
+    %x = terra.feed 1 : tensor<2x3xf32>
+    %y = terra.op "aten.neg"(%x) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+    terra.fetch 3 %y : tensor<2x3xf32>
+  }
+})mlir");
+  ASSERT_TRUE(g);
+  GraphRunner runner(*g);
+  auto run = std::make_shared<RunState>();
+  run->memory = FakeDevice::inputsOnDeviceMemory();
+  // The transpose of a row-major 3x2 block {0 1; 2 3; 4 5}.
+  Tensor feed = FakeDevice::tensor({0, 1, 2, 3, 4, 5});
+  feed.sizes = {2, 3};
+  feed.strides = {1, 2};
+  run->channels.sendFeed(1, feed);
+  runner.start(run);
+  auto done = runner.wait();
+  ASSERT_EQ(done->status, RunState::Status::Ok) << done->error;
+  Tensor y;
+  ASSERT_TRUE(done->channels.waitFetch(3, 1, y));
+  EXPECT_TRUE(FakeDevice::onDevice(y));
+  EXPECT_EQ(FakeDevice::copiesOut, 1); // the strided span, out
+  EXPECT_EQ(FakeDevice::copiesIn, 1);  // its row-major copy, in
+  std::vector<float> want = {-0, -2, -4, -1, -3, -5};
+  for (int64_t i = 0; i < 6; ++i)
+    EXPECT_EQ(at(y, i), want[i]) << i;
+}
+
 // A kernel that fails inside the graph's host code (the CUDA runtime
 // records the error) fails the run before the next fetch is published: no
 // value computed after it reaches the host.
