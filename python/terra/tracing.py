@@ -68,9 +68,7 @@ except ImportError:  # pragma: no cover - every torch since 1.13 has it
     _TORCH_DECOMPOSITIONS = {}
 TORCH_DECOMPOSED = {op: _TORCH_DECOMPOSITIONS[op] for op in (
     torch.ops.aten.native_group_norm.default, torch.ops.aten.native_group_norm_backward.default,
-    torch.ops.aten.binary_cross_entropy.default, torch.ops.aten.binary_cross_entropy_backward.default,
-    torch.ops.aten.var.correction, torch.ops.aten.var_mean.correction, torch.ops.aten.std.correction,
-    torch.ops.aten.std_mean.correction)
+    torch.ops.aten.binary_cross_entropy.default, torch.ops.aten.binary_cross_entropy_backward.default)
     # (Only those written with aten ops: torch._refs ones call prims.)
     if op in _TORCH_DECOMPOSITIONS
     and getattr(_TORCH_DECOMPOSITIONS[op], "__module__", "") == "torch._decomp.decompositions"}

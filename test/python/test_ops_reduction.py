@@ -156,3 +156,24 @@ def test_dynamic_batch_softmax_and_max():
     out = torch.softmax(rand(5, 8), 1)
     check_schema_op("aten._softmax_backward_data", rand(5, 8), out, 1, torch.float32,
                     dynamic=[0])
+
+
+@pytest.mark.parametrize("name", ["aten.var.correction", "aten.std.correction",
+                                  "aten.var_mean.correction", "aten.std_mean.correction"])
+@pytest.mark.parametrize("shape,dims", [((3, 4), [1]), ((2, 3, 4), [0, 2]), ((2, 1, 5), [-1]),
+                                        ((4, 5), None), ((6,), [0])])
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("correction", [None, 0, 1, 2])
+def test_var_std(name, shape, dims, keepdim, correction):
+    # Two passes here, Welford in aten: the same value up to rounding.
+    # correction None is aten's default (1); a correction of at least the
+    # count divides by 0 (inf or nan, as aten).
+    check_op(name, [rand(*shape)], {"dim": dims, "correction": correction, "keepdim": keepdim},
+             rtol=1e-5, atol=1e-6)
+
+
+def test_var_std_float64_and_too_few_elements():
+    check_op("aten.var.correction", [torch.randn(5, 7, dtype=torch.float64)],
+             {"dim": [1], "correction": 1, "keepdim": False}, rtol=1e-12, atol=1e-12)
+    # One element per row with the unbiased correction: nan like aten.
+    check_op("aten.std.correction", [rand(4, 1)], {"dim": [1], "correction": 1, "keepdim": False})

@@ -1,13 +1,12 @@
 //===- Reduction.cpp - Reductions and softmax -----------------------------===//
 //
 // sum/mean/amax/amin (all-dims and dim-list forms), max/min of every
-// element, max.dim/min.dim with their indices, and softmax/log_softmax
-// with their backward ops. Each reduction is one linalg.generic with
-// reduction iterators over the input's shape, its results filled with the
-// reduction's identity; `keepdim` keeps the reduced dims as size-1 dims
-// read at index 0. Softmax is the stable
-// three-step form: max over `dim`, sum of exp(x - max), then one pointwise
-// generic.
+// element, max.dim/min.dim with their indices, var/std (and the _mean
+// forms), and softmax/log_softmax with their backward ops. Each reduction is
+// one linalg.generic with reduction iterators over the input's shape, its
+// results filled with the reduction's identity; `keepdim` keeps the reduced
+// dims as size-1 dims read at index 0. Softmax is the stable three-step form:
+// max over `dim`, sum of exp(x - max), then one pointwise generic.
 //
 // Conventions:
 //  - reduction dims are the `dim` arg (an int or a list); negative dims
@@ -307,6 +306,87 @@ LogicalResult lowerSoftmaxBackward(DLOp op, ValueRange o,
   return success();
 }
 
+/// var / std (the correction overloads, which var.dim, var(unbiased) and
+/// the std forms call) and var_mean / std_mean: the sum of squared
+/// deviations from the mean over the dims, divided by max(N - correction,
+/// 0) as aten divides (correction absent or None: 1), and its square root
+/// for std; the `_mean` forms also return the mean. Two passes over the
+/// input (the mean, then the deviations), f32/f64 only.
+template <bool Sqrt, bool WithMean>
+LogicalResult lowerVarStd(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 1 || op.getNumResults() != (WithMean ? 2u : 1u))
+    return failure();
+  RankedTensorType in = tensorType(o[0]), out = resultType(op);
+  Type et = out.getElementType();
+  if (!isWideFloat(et) || in.getElementType() != et)
+    return failure();
+  std::optional<SmallVector<int64_t>> dims = dimListArg(op, "dim");
+  if (!dims)
+    return failure();
+  std::optional<SmallVector<bool>> mask = reductionMask(*dims, in.getRank());
+  if (!mask)
+    return failure();
+  bool keepdim = getBoolArg(op, "keepdim").value_or(false);
+  double correction = 1.0;
+  Attribute c = op.getArgsAttr() ? op.getArgsAttr().get("correction") : nullptr;
+  if (c && !isa<UnitAttr>(c)) {
+    std::optional<double> v = getFloatArg(op, "correction");
+    if (!v) // a fed correction: the host's
+      return failure();
+    correction = *v;
+  }
+  RankedTensorType red = reducedType(in, *mask, keepdim, et);
+  if (!isCastCompatible(red, out) ||
+      (WithMean && !isCastCompatible(red, resultType(op, 1))))
+    return failure();
+
+  Location loc = op.getLoc();
+  MLIRContext *ctx = rw.getContext();
+  AffineMap id = rw.getMultiDimIdentityMap(in.getRank());
+  AffineMap redId = rw.getMultiDimIdentityMap(red.getRank());
+  SmallVector<bool> none(red.getRank(), false);
+  Value zero = scalarConstant(rw, loc, et, 0.0);
+  Value count = countElements(rw, loc, o[0], *mask, et);
+  Value sum = buildGeneric(
+      rw, loc, o[0], *mask, keepdim, o[0], {id}, {red}, zero,
+      [&](OpBuilder &b, Location l, ValueRange ins, ValueRange acc) {
+        return SmallVector<Value>{arith::AddFOp::create(b, l, acc[0], ins[0])};
+      })[0];
+  Value mean = buildGeneric(
+      rw, loc, sum, none, false, sum, {redId}, {red}, {},
+      [&](OpBuilder &b, Location l, ValueRange ins, ValueRange) {
+        return SmallVector<Value>{arith::DivFOp::create(b, l, ins[0], count)};
+      })[0];
+  // The mean read at each element's reduced position (a projection when
+  // the reduced dims are dropped).
+  Value squares = buildGeneric(
+      rw, loc, o[0], *mask, keepdim, {o[0], mean},
+      {id, reducedMap(ctx, *mask, keepdim)}, {red}, zero,
+      [&](OpBuilder &b, Location l, ValueRange ins, ValueRange acc) {
+        Value d = arith::SubFOp::create(b, l, ins[0], ins[1]);
+        return SmallVector<Value>{arith::AddFOp::create(
+            b, l, acc[0], arith::MulFOp::create(b, l, d, d))};
+      })[0];
+  Value denom = arith::MaximumFOp::create(
+      rw, loc,
+      arith::SubFOp::create(rw, loc, count,
+                            scalarConstant(rw, loc, et, correction)),
+      zero);
+  Value r =
+      buildGeneric(rw, loc, squares, none, false, squares, {redId}, {red}, {},
+                   [&](OpBuilder &b, Location l, ValueRange ins, ValueRange) {
+                     Value v = arith::DivFOp::create(b, l, ins[0], denom);
+                     if (Sqrt)
+                       v = math::SqrtOp::create(b, l, v);
+                     return SmallVector<Value>{v};
+                   })[0];
+  SmallVector<Value> results{castWithGuards(rw, loc, r, out)};
+  if (WithMean)
+    results.push_back(castWithGuards(rw, loc, mean, resultType(op, 1)));
+  rw.replaceOp(op, results);
+  return success();
+}
+
 /// Registers a default overload under both of its spellings.
 void addDefault(LoweringRegistry &r, StringRef name, LowerFn fn) {
   r.add(name, fn);
@@ -341,6 +421,10 @@ void terra::populateReductionLowerings(LoweringRegistry &r) {
   addDefault(r, "aten.min", [](DLOp op, ValueRange o, PatternRewriter &rw) {
     return lowerReduce<Kind::Min>(op, o, rw, true);
   });
+  r.add("aten.var.correction", lowerVarStd<false, false>);
+  r.add("aten.std.correction", lowerVarStd<true, false>);
+  r.add("aten.var_mean.correction", lowerVarStd<false, true>);
+  r.add("aten.std_mean.correction", lowerVarStd<true, true>);
   r.add("aten.max.dim", lowerMaxMinDim<true>);
   r.add("aten.min.dim", lowerMaxMinDim<false>);
   addDefault(r, "aten._softmax", lowerSoftmax<false>);
