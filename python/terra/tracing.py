@@ -1388,7 +1388,7 @@ def _flat_tensors_deep(obj: Any) -> Iterator[torch.Tensor]:
 # View ops whose writes are written back into the tensor they view
 # (_Recorder._functionalize), and the op that does it.
 _SCATTER_OF = {"aten.slice.Tensor": "aten.slice_scatter", "aten.select.int": "aten.select_scatter",
-               "aten.as_strided": "aten.as_strided_scatter"}
+               "aten.as_strided": "aten.as_strided_scatter", "aten.diagonal": "aten.diagonal_scatter"}
 
 
 def _view_back(args: dict, parent: torch.Tensor) -> tuple:

@@ -411,6 +411,13 @@ def _view_write_program(kind: str) -> Callable:
             elif kind == "a row of the transpose":
                 out = h.clone()
                 out.t()[0].add_(1.0)
+            elif kind == "a diagonal written":
+                sim = h @ h.t()
+                sim.diagonal().fill_(0.0)
+                out = sim[:, :3] + h
+            elif kind == "a diagonal read (contrastive)":
+                sim = h @ h.t()
+                out = h - sim.diagonal(-1)[:1].sum() * 1e-2
             else:  # a parameter's row written under no_grad
                 with torch.no_grad():
                     model[0].weight[0].mul_(0.5)
@@ -426,7 +433,8 @@ def _view_write_program(kind: str) -> Callable:
 
 @pytest.mark.parametrize("kind", ["slice assignment", "mask filled by a slice", "rows by select",
                                   "in-place add into a column", "rows written in a loop", "nested views",
-                                  "a flat view indexed", "a row of the transpose", "a parameter's row"])
+                                  "a flat view indexed", "a row of the transpose", "a parameter's row",
+                                  "a diagonal written", "a diagonal read (contrastive)"])
 def test_writes_through_slices_and_selects_co_execute(kind: str) -> None:
     # A write through a slice or select view (`out[:, :3] = h`, `x[:, 0] +=
     # 1`, a parameter's row scaled in place) is recorded as the op on the

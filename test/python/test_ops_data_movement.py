@@ -186,6 +186,42 @@ def test_select_scatter(args, src):
     check_op("aten.select_scatter", [rand(4, 7, 5), rand(*src)], args, **EXACT)
 
 
+# diagonal views (a square and a wide matrix, offsets either way, past the
+# end, dims of a batch, negative dims) and their functional forms.
+DIAGONALS = [
+    ((5, 5), {"offset": 0, "dim1": 0, "dim2": 1}),
+    ((4, 6), {"offset": 2, "dim1": 0, "dim2": 1}),
+    ((6, 4), {"offset": -3, "dim1": 0, "dim2": 1}),
+    ((4, 3), {"offset": 5, "dim1": 0, "dim2": 1}),
+    ((3, 4, 5), {"offset": 1, "dim1": 2, "dim2": 0}),
+    ((2, 4, 4), {"offset": -1, "dim1": -2, "dim2": -1}),
+]
+
+
+@pytest.mark.parametrize("shape,args", DIAGONALS)
+def test_diagonal(shape, args):
+    check_op("aten.diagonal", [rand(*shape)], args, **EXACT)
+
+
+@pytest.mark.parametrize("shape,args", DIAGONALS)
+def test_diagonal_scatter_and_backward(shape, args):
+    x = rand(*shape)
+    src = torch.diagonal(x, **args).clone().normal_()
+    check_op("aten.diagonal_scatter", [x, src], args, **EXACT)
+    check_op("aten.diagonal_backward", [src], {"input_sizes": list(shape), **args}, **EXACT)
+
+
+def test_diagonal_dynamic():
+    # A batch of similarity matrices whose batch size is dynamic.
+    check_op("aten.diagonal", [rand(6, 6)], {"offset": 0, "dim1": 0, "dim2": 1}, dynamic=[0, 1],
+             **EXACT)
+    check_op("aten.diagonal", [rand(3, 5, 4)], {"offset": 1, "dim1": 1, "dim2": 2}, dynamic=[0],
+             **EXACT)
+    x = rand(7, 7)
+    check_op("aten.diagonal_scatter", [x, rand(7)], {"offset": 0, "dim1": 0, "dim2": 1},
+             dynamic=[0, 1], **EXACT)
+
+
 # as_strided views of a dense tensor that are blocks of it, reshaped: a
 # block, a column (a select), rows with a step, the whole tensor read from
 # its flat form, a single element, and a block of a flat tensor.
@@ -198,6 +234,23 @@ AS_STRIDED = [
     ((4, 6), {"size": [1, 1], "stride": [6, 1], "storage_offset": 13}),
     ((2, 8, 3), {"size": [8, 2], "stride": [3, 1], "storage_offset": 25}),
 ]
+
+
+# as_strided views that run along a diagonal (autograd's CopySlices of a
+# write through `m.diagonal()`): a whole one, one from the second column,
+# the second matrix's of a batch, and one with a leading unit dim.
+AS_STRIDED_DIAGONALS = [
+    ((8, 8), {"size": [8], "stride": [9], "storage_offset": 0}),
+    ((4, 6), {"size": [3], "stride": [7], "storage_offset": 1}),
+    ((2, 4, 4), {"size": [4], "stride": [5], "storage_offset": 16}),
+    ((5, 5), {"size": [1, 5], "stride": [25, 6], "storage_offset": 0}),
+]
+
+
+@pytest.mark.parametrize("shape,args", AS_STRIDED_DIAGONALS)
+def test_as_strided_diagonal_runs(shape, args):
+    check_op("aten.as_strided", [rand(*shape)], args, **EXACT)
+    check_op("aten.as_strided_scatter", [rand(*shape), rand(*args["size"])], args, **EXACT)
 
 
 @pytest.mark.parametrize("shape,args", AS_STRIDED)

@@ -280,8 +280,17 @@ def test_an_argument_written_in_place_is_an_end_fetch() -> None:
     assert [e.name for e in trace.ops][-1] == "aten.select_scatter"
     assert [(f.kind, f.arg) for f in trace.fetches if f.kind != "escape"] == [("arg", ("args", 0))]
 
+    def step_diagonal(x: torch.Tensor) -> None:
+        x.diagonal().mul_(2)  # written back with diagonal_scatter
+
+    tracer = terra.StepTracer(step_diagonal)
+    tracer(torch.randn(4, 3))
+    trace = tracer.traces[0]
+    assert not trace.problems
+    assert [e.name for e in trace.ops][-1] == "aten.diagonal_scatter"
+
     def step_view(x: torch.Tensor) -> None:
-        x.diagonal().mul_(2)  # through a diagonal: not written back
+        x.unfold(0, 2, 2).mul_(2)  # through an unfolded view: not written back
 
     tracer = terra.StepTracer(step_view)
     tracer(torch.randn(4, 3))

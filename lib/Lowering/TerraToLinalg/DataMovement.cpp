@@ -8,6 +8,8 @@
 //     linalg.generic; squeeze / unsqueeze a collapse / expand of unit dims;
 //   * slice / select become tensor.extract_slice, and their backward ops a
 //     tensor.insert_slice into zeros; cat / stack chains of insert_slice;
+//   * diagonal is an affine gather, diagonal_scatter / diagonal_backward a
+//     linalg.generic whose diagonal elements read the source;
 //   * index_select, gather and embedding are linalg.generic ops that read the
 //     source with tensor.extract at the gathered coordinates (bounds checked
 //     with cf.assert); embedding_dense_backward is a scatter-add, an scf.for
@@ -1095,14 +1097,293 @@ Value reshapeStatic(PatternRewriter &rw, Location loc, Value v,
   return emitReshape(rw, loc, v, to, *plan);
 }
 
+/// The diagonal of `dim1` and `dim2` at `offset` (diagonal, its backward
+/// and diagonal_scatter): element i of the diagonal is (dim1, dim2) =
+/// (i + rowStart, i + colStart); the diagonal's dim comes last, after the
+/// other dims in order.
+struct Diagonal {
+  int64_t dim1, dim2, rowStart, colStart;
+  SmallVector<int64_t> others; // the dims of the input that stay
+
+  static std::optional<Diagonal> of(DLOp op, int64_t rank) {
+    std::optional<int64_t> d1 =
+        normDim(getIntArg(op, "dim1").value_or(0), rank);
+    std::optional<int64_t> d2 =
+        normDim(getIntArg(op, "dim2").value_or(1), rank);
+    if (rank < 2 || !d1 || !d2 || *d1 == *d2)
+      return std::nullopt;
+    int64_t offset = getIntArg(op, "offset").value_or(0);
+    Diagonal d{*d1,
+               *d2,
+               std::max<int64_t>(0, -offset),
+               std::max<int64_t>(0, offset),
+               {}};
+    for (int64_t i = 0; i < rank; ++i)
+      if (i != d.dim1 && i != d.dim2)
+        d.others.push_back(i);
+    return d;
+  }
+
+  /// The diagonal's length: max(0, min(n1 - rowStart, n2 - colStart)).
+  Value length(OpBuilder &b, Location loc, Value input) const {
+    auto sub = [&](int64_t d, int64_t start) {
+      Value n = tensor::DimOp::create(b, loc, input, d);
+      return arith::SubIOp::create(b, loc, n, cstIndex(b, loc, start));
+    };
+    Value len = arith::MinSIOp::create(b, loc, sub(dim1, rowStart),
+                                       sub(dim2, colStart));
+    return arith::MaxSIOp::create(b, loc, len, cstIndex(b, loc, 0));
+  }
+};
+
+/// An empty diagonal (an offset past the last row or column): no elements,
+/// and no slice (its start would be out of bounds).
+Value emptyDiagonal(OpBuilder &b, Location loc, RankedTensorType rt,
+                    Value input, const Diagonal &d) {
+  SmallVector<Value> dyn;
+  for (int64_t i = 0; i + 1 < rt.getRank(); ++i)
+    if (rt.isDynamicDim(i))
+      dyn.push_back(tensor::DimOp::create(b, loc, input, d.others[i]));
+  return tensor::EmptyOp::create(b, loc, rt, dyn);
+}
+
+/// diagonal(self, offset, dim1, dim2): a gather through an affine map.
+LogicalResult lowerDiagonal(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 1)
+    return failure();
+  RankedTensorType in = tensorType(o[0]), rt = resultType(op);
+  std::optional<Diagonal> d = Diagonal::of(op, in.getRank());
+  if (!d || rt.getRank() != in.getRank() - 1 ||
+      rt.getElementType() != in.getElementType())
+    return failure();
+  Location loc = op.getLoc();
+  int64_t r = rt.getRank();
+  if (!rt.isDynamicDim(r - 1) && rt.getDimSize(r - 1) == 0) {
+    rw.replaceOp(op, emptyDiagonal(rw, loc, rt, o[0], *d));
+    return success();
+  }
+  // The square block the diagonal crosses, then its (i, i) elements: an
+  // affine map with the start as a constant term fails linalg's static
+  // shape check when the diagonal ends at the last row or column.
+  int64_t rank = in.getRank();
+  SmallVector<OpFoldResult> offsets(rank, rw.getIndexAttr(0));
+  SmallVector<OpFoldResult> strides(rank, rw.getIndexAttr(1));
+  SmallVector<OpFoldResult> sizes = getSizes(rw, loc, o[0]);
+  OpFoldResult len = rt.isDynamicDim(r - 1)
+                         ? OpFoldResult(d->length(rw, loc, o[0]))
+                         : OpFoldResult(rw.getIndexAttr(rt.getDimSize(r - 1)));
+  // A start past the end (an empty diagonal) is clamped to it.
+  auto start = [&](int64_t dim, int64_t s) -> OpFoldResult {
+    if (!in.isDynamicDim(dim))
+      return rw.getIndexAttr(std::min(s, in.getDimSize(dim)));
+    return Value(
+        arith::MinSIOp::create(rw, loc, cstIndex(rw, loc, s),
+                               tensor::DimOp::create(rw, loc, o[0], dim)));
+  };
+  offsets[d->dim1] = start(d->dim1, d->rowStart);
+  offsets[d->dim2] = start(d->dim2, d->colStart);
+  sizes[d->dim1] = sizes[d->dim2] = len;
+  Value block =
+      tensor::ExtractSliceOp::create(rw, loc, o[0], offsets, sizes, strides);
+  SmallVector<AffineExpr> exprs(rank);
+  for (auto [i, dim] : llvm::enumerate(d->others))
+    exprs[dim] = rw.getAffineDimExpr(i);
+  exprs[d->dim1] = exprs[d->dim2] = rw.getAffineDimExpr(r - 1);
+  SmallVector<Value> dyn;
+  for (int64_t i = 0; i < r; ++i)
+    if (rt.isDynamicDim(i))
+      dyn.push_back(
+          i + 1 < r ? Value(tensor::DimOp::create(rw, loc, o[0], d->others[i]))
+                    : getValueOrCreateConstantIndexOp(rw, loc, len));
+  rw.replaceOp(op, gatherByMap(rw, loc, rt, dyn, block, exprs));
+  return success();
+}
+
+/// `dest` with its diagonal replaced by `src` (one rank less, the diagonal
+/// last): each element on the diagonal reads `src`, the others `dest`.
+Value insertAtDiagonal(OpBuilder &b, Location loc, Value dest, Value src,
+                       const Diagonal &d) {
+  RankedTensorType rt = tensorType(dest);
+  int64_t rank = rt.getRank();
+  SmallVector<Value> dyn;
+  for (int64_t i = 0; i < rank; ++i)
+    if (rt.isDynamicDim(i))
+      dyn.push_back(tensor::DimOp::create(b, loc, dest, i));
+  Value init = tensor::EmptyOp::create(b, loc, rt, dyn);
+  SmallVector<AffineMap> maps(2, b.getMultiDimIdentityMap(rank));
+  SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
+  auto g = linalg::GenericOp::create(
+      b, loc, rt, dest, init, maps, iters,
+      [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value row = linalg::IndexOp::create(nb, l, d.dim1);
+        Value col = linalg::IndexOp::create(nb, l, d.dim2);
+        // On the diagonal: col - row == colStart - rowStart.
+        Value onDiag =
+            arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq,
+                                  arith::SubIOp::create(nb, l, col, row),
+                                  cstIndex(nb, l, d.colStart - d.rowStart));
+        // (linalg.index must be the generic's own op, not the if's.)
+        SmallVector<Value> at;
+        for (int64_t dim : d.others)
+          at.push_back(linalg::IndexOp::create(nb, l, dim));
+        auto pick = scf::IfOp::create(
+            nb, l, onDiag,
+            [&](OpBuilder &tb, Location tl) {
+              at.push_back(arith::SubIOp::create(tb, tl, row,
+                                                 cstIndex(tb, tl, d.rowStart)));
+              Value v = tensor::ExtractOp::create(tb, tl, src, at);
+              scf::YieldOp::create(tb, tl, v);
+            },
+            [&](OpBuilder &eb, Location el) {
+              scf::YieldOp::create(eb, el, a[0]);
+            });
+        linalg::YieldOp::create(nb, l, pick.getResult(0));
+      });
+  return g.getResult(0);
+}
+
+/// An as_strided view that is a run of a diagonal of `self` seen as a
+/// row-major [rows, cols] matrix: one dim of size len > 1 and stride
+/// cols + 1 (the others of size 1), from (row0, col0) = divmod(offset,
+/// cols). Autograd's CopySlices makes these for a write through a
+/// diagonal (the gradient's elements of `m.diagonal()`).
+struct DiagonalRun {
+  int64_t rows, cols, row0, col0, len;
+  SmallVector<int64_t> viewShape;
+};
+
+std::optional<DiagonalRun> asStridedDiagonal(RankedTensorType self, DLOp op) {
+  std::optional<SmallVector<int64_t>> sizes = getIntListArg(op, "size");
+  std::optional<SmallVector<int64_t>> strides = getIntListArg(op, "stride");
+  int64_t offset = getIntArg(op, "storage_offset").value_or(0);
+  if (!self.hasStaticShape() || !sizes || !strides ||
+      sizes->size() != strides->size() || offset < 0)
+    return std::nullopt;
+  DiagonalRun run{0, 0, 0, 0, 0, *sizes};
+  int64_t stride = 0;
+  for (auto [n, st] : llvm::zip(*sizes, *strides)) {
+    if (n < 0 || (n > 1 && run.len))
+      return std::nullopt;
+    if (n > 1) {
+      run.len = n;
+      stride = st;
+    }
+  }
+  int64_t count = self.getNumElements();
+  if (!run.len || stride < 2 || count % (stride - 1) != 0)
+    return std::nullopt;
+  run.cols = stride - 1;
+  run.rows = count / run.cols;
+  run.row0 = offset / run.cols;
+  run.col0 = offset % run.cols;
+  if (run.row0 + run.len > run.rows || run.col0 + run.len > run.cols)
+    return std::nullopt;
+  return run;
+}
+
+/// The [len, len] block of `self` (reshaped to [rows, cols]) whose
+/// diagonal the run is, or null.
+Value diagonalRunBlock(PatternRewriter &rw, Location loc, Value self,
+                       const DiagonalRun &run, Value &matrix) {
+  matrix = reshapeStatic(rw, loc, self, {run.rows, run.cols});
+  if (!matrix)
+    return nullptr;
+  return tensor::ExtractSliceOp::create(
+      rw, loc, matrix, indexAttrs(rw, {run.row0, run.col0}),
+      indexAttrs(rw, {run.len, run.len}), indexAttrs(rw, {1, 1}));
+}
+
+/// as_strided as a diagonal run (asStridedDiagonal).
+LogicalResult lowerAsStridedDiagonal(DLOp op, ValueRange o,
+                                     PatternRewriter &rw) {
+  std::optional<DiagonalRun> run = asStridedDiagonal(tensorType(o[0]), op);
+  if (!run)
+    return failure();
+  Location loc = op.getLoc();
+  Value matrix;
+  Value block = diagonalRunBlock(rw, loc, o[0], *run, matrix);
+  if (!block)
+    return failure();
+  AffineExpr i = rw.getAffineDimExpr(0);
+  RankedTensorType diagT =
+      RankedTensorType::get({run->len}, tensorType(o[0]).getElementType());
+  Value diag = gatherByMap(rw, loc, diagT, {}, block, {i, i});
+  Value r = reshapeStatic(rw, loc, diag, run->viewShape);
+  if (!r)
+    return failure();
+  rw.replaceOp(op, castTo(rw, loc, r, resultType(op)));
+  return success();
+}
+
+/// as_strided_scatter into a diagonal run.
+LogicalResult lowerAsStridedScatterDiagonal(DLOp op, ValueRange o,
+                                            PatternRewriter &rw) {
+  RankedTensorType selfT = tensorType(o[0]);
+  std::optional<DiagonalRun> run = asStridedDiagonal(selfT, op);
+  if (!run || tensorType(o[1]).getRank() != int64_t(run->viewShape.size()))
+    return failure();
+  Location loc = op.getLoc();
+  Value matrix;
+  Value block = diagonalRunBlock(rw, loc, o[0], *run, matrix);
+  Value src = castTo(rw, loc, o[1], tensorType(o[1]).clone(run->viewShape));
+  src = reshapeStatic(rw, loc, src, {run->len});
+  if (!block || !src)
+    return failure();
+  Value written =
+      insertAtDiagonal(rw, loc, block, src, Diagonal{0, 1, 0, 0, {}});
+  Value r = tensor::InsertSliceOp::create(
+      rw, loc, written, matrix, indexAttrs(rw, {run->row0, run->col0}),
+      indexAttrs(rw, {run->len, run->len}), indexAttrs(rw, {1, 1}));
+  r = reshapeStatic(rw, loc, r, selfT.getShape());
+  if (!r)
+    return failure();
+  rw.replaceOp(op, castTo(rw, loc, r, resultType(op)));
+  return success();
+}
+
+/// diagonal_scatter(self, src, offset, dim1, dim2).
+LogicalResult lowerDiagonalScatter(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 2)
+    return failure();
+  RankedTensorType self = tensorType(o[0]), src = tensorType(o[1]);
+  std::optional<Diagonal> d = Diagonal::of(op, self.getRank());
+  if (!d || src.getRank() != self.getRank() - 1 ||
+      src.getElementType() != self.getElementType())
+    return failure();
+  Value r = insertAtDiagonal(rw, op.getLoc(), o[0], o[1], *d);
+  rw.replaceOp(op, castTo(rw, op.getLoc(), r, resultType(op)));
+  return success();
+}
+
+/// diagonal_backward(grad, input_sizes, offset, dim1, dim2): the gradient
+/// on the diagonal of zeros of the input's sizes (static sizes only).
+LogicalResult lowerDiagonalBackward(DLOp op, ValueRange o,
+                                    PatternRewriter &rw) {
+  RankedTensorType rt = resultType(op);
+  if (o.size() != 1 || !rt.hasStaticShape())
+    return failure();
+  std::optional<Diagonal> d = Diagonal::of(op, rt.getRank());
+  RankedTensorType grad = tensorType(o[0]);
+  if (!d || grad.getRank() != rt.getRank() - 1 ||
+      grad.getElementType() != rt.getElementType())
+    return failure();
+  Location loc = op.getLoc();
+  Value init = tensor::EmptyOp::create(rw, loc, rt, ValueRange{});
+  Value zero = scalarConstant(rw, loc, rt.getElementType(), 0.0);
+  Value zeros = linalg::FillOp::create(rw, loc, zero, init).getResult(0);
+  rw.replaceOp(op, insertAtDiagonal(rw, loc, zeros, o[0], *d));
+  return success();
+}
+
 /// as_strided(self, size, stride, storage_offset): a block of self
-/// reshaped (asStridedBlock).
+/// reshaped (asStridedBlock), else a run of a diagonal
+/// (asStridedDiagonal).
 LogicalResult lowerAsStrided(DLOp op, ValueRange o, PatternRewriter &rw) {
   if (o.size() != 1)
     return failure();
   std::optional<Block> b = asStridedBlock(tensorType(o[0]), op);
   if (!b)
-    return failure();
+    return lowerAsStridedDiagonal(op, o, rw);
   Location loc = op.getLoc();
   Value self = reshapeStatic(rw, loc, o[0], b->virtualShape);
   if (!self)
@@ -1127,7 +1408,9 @@ LogicalResult lowerAsStridedScatter(DLOp op, ValueRange o,
     return failure();
   RankedTensorType selfT = tensorType(o[0]);
   std::optional<Block> b = asStridedBlock(selfT, op);
-  if (!b || tensorType(o[1]).getRank() != int64_t(b->viewShape.size()))
+  if (!b)
+    return lowerAsStridedScatterDiagonal(op, o, rw);
+  if (tensorType(o[1]).getRank() != int64_t(b->viewShape.size()))
     return failure();
   Location loc = op.getLoc();
   Value self = reshapeStatic(rw, loc, o[0], b->virtualShape);
@@ -2241,6 +2524,9 @@ void terra::populateDataMovementLowerings(LoweringRegistry &r) {
   r.add("aten.select_backward", rollBackOnFailure<lowerSelectBackward>);
   r.add("aten.slice_scatter", rollBackOnFailure<lowerSliceScatter>);
   r.add("aten.select_scatter", rollBackOnFailure<lowerSelectScatter>);
+  r.add("aten.diagonal", rollBackOnFailure<lowerDiagonal>);
+  r.add("aten.diagonal_scatter", rollBackOnFailure<lowerDiagonalScatter>);
+  r.add("aten.diagonal_backward", rollBackOnFailure<lowerDiagonalBackward>);
   r.add("aten.as_strided", rollBackOnFailure<lowerAsStrided>);
   r.add("aten.as_strided_scatter", rollBackOnFailure<lowerAsStridedScatter>);
   r.add("aten.cat", rollBackOnFailure<lowerCat>);
