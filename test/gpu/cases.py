@@ -214,6 +214,29 @@ module {
   }
 }
 """
+# Session 22's lowerings: var/std with their means, cumsum (a sequential
+# scan: an scf.for of kernels), a diagonal read and one written, and the
+# as_strided run along a diagonal that autograd makes of a gradient.
+SCANS_DIAGONALS = """
+module {
+  terra.graph @step {
+    %x = terra.feed 1 : tensor<?x24xf32>
+    %v:2 = terra.op "aten.var_mean.correction"(%x) args {dim = [1], correction = 1 : i64, keepdim = true} : (tensor<?x24xf32>) -> (tensor<?x1xf32>, tensor<?x1xf32>)
+    %s = terra.op "aten.std.correction"(%x) args {dim = [0], correction = 0 : i64, keepdim = false} : (tensor<?x24xf32>) -> tensor<24xf32>
+    %c = terra.op "aten.cumsum"(%x) args {dim = 1 : i64} : (tensor<?x24xf32>) -> tensor<?x24xf32>
+    %m = terra.feed 2 : tensor<16x16xf32>
+    %d = terra.op "aten.diagonal"(%m) args {offset = -2 : i64, dim1 = 0 : i64, dim2 = 1 : i64} : (tensor<16x16xf32>) -> tensor<14xf32>
+    %e = terra.op "aten.diagonal_scatter"(%m, %d) args {offset = 2 : i64, dim1 = 1 : i64, dim2 = 0 : i64} : (tensor<16x16xf32>, tensor<14xf32>) -> tensor<16x16xf32>
+    %a = terra.op "aten.as_strided"(%e) args {size = [16], stride = [17], storage_offset = 0 : i64} : (tensor<16x16xf32>) -> tensor<16xf32>
+    terra.fetch 0 %v#0 : tensor<?x1xf32>
+    terra.fetch 1 %v#1 : tensor<?x1xf32>
+    terra.fetch 2 %s : tensor<24xf32>
+    terra.fetch 3 %c : tensor<?x24xf32>
+    terra.fetch 4 %e : tensor<16x16xf32>
+    terra.fetch 5 %a : tensor<16xf32>
+  }
+}
+"""
 CONVOLUTIONS_F32 = CONVOLUTIONS.replace("xT>", "xf32>")
 CONVOLUTIONS_F64 = CONVOLUTIONS.replace("xT>", "xf64>")
 
@@ -277,6 +300,15 @@ def _convolutions(f):
     return {0: y.detach(), 1: x.grad, 2: w.grad, 3: b.grad, 4: ty}
 
 
+def _scans_diagonals(f):
+    import torch
+    x, m = f[1], f[2]
+    var, mean = torch.var_mean(x, 1, unbiased=True, keepdim=True)
+    e = torch.diagonal_scatter(m, torch.diagonal(m, -2), 2, 1, 0)
+    return {0: var, 1: mean, 2: torch.std(x, 0, unbiased=False), 3: x.cumsum(1), 4: e,
+            5: torch.diagonal(e)}
+
+
 def _gemm(f):
     return {0: f[1] @ f[2]}
 
@@ -322,4 +354,6 @@ CASES = [
     ("convolutions_f64", CONVOLUTIONS_F64, {k: (shape, "float64") for k, (shape, _) in _CONV_FEEDS.items()},
      [], _convolutions, 1e-9, 1e-9),
     ("convolutions_f32", CONVOLUTIONS_F32, _CONV_FEEDS, [], _convolutions, 5e-3, 5e-3),
+    ("scans_diagonals", SCANS_DIAGONALS, {1: ((37, 24), "float32"), 2: ((16, 16), "float32")},
+     [], _scans_diagonals, 1e-5, 1e-5),
 ]

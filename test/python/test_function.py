@@ -661,6 +661,20 @@ def test_ops_without_a_lowering_run_as_torchs_decomposition(name: str) -> None:
     assert stats["host_ops"] == [], stats["host_ops"]
 
 
+def test_cumsum_and_its_backward_run_in_the_graph() -> None:
+    # cumsum (and its backward: the gradient flipped, summed, flipped) were
+    # host ops; positions counted from a mask as integers too.
+    def loss(m, x, y):
+        h = m[0](x)
+        pos = (x > 0).cumsum(1)
+        return F.cross_entropy(m[1](h.cumsum(1) * 0.1 + pos.float().mean(1, keepdim=True)), y)
+
+    stats = compare(sgd_program(loss=loss, model_fn=lambda: nn.ModuleList([nn.Linear(6, 16), nn.Linear(16, 3)]),
+                                momentum=0.9), batches(8), max_fallbacks=0)
+    assert stats["replayed_iterations"] >= 3
+    assert stats["host_ops"] == [], stats["host_ops"]
+
+
 def test_constant_targets_reused_across_host_ops() -> None:
     # A GAN-style step: `ones`/`zeros` targets made once and used by several
     # losses (binary_cross_entropy_with_logits runs as a host callback).

@@ -4,7 +4,7 @@ float reductions use a 1e-4-ish tolerance where the rows are long."""
 import pytest
 import torch
 
-from oprunner import check_op, check_schema_op
+from oprunner import check_expected, check_op, check_schema_op
 
 torch.manual_seed(0)
 
@@ -177,3 +177,24 @@ def test_var_std_float64_and_too_few_elements():
              {"dim": [1], "correction": 1, "keepdim": False}, rtol=1e-12, atol=1e-12)
     # One element per row with the unbiased correction: nan like aten.
     check_op("aten.std.correction", [rand(4, 1)], {"dim": [1], "correction": 1, "keepdim": False})
+
+
+@pytest.mark.parametrize("shape,dim", [((7,), 0), ((3, 5), 1), ((3, 5), 0), ((2, 3, 4), -2), ((4, 1), 1),
+                                       ((0, 3), 0)])
+def test_cumsum(shape, dim):
+    # A sequential scan, in aten's CPU order: exactly aten's float sums.
+    check_op("aten.cumsum", [rand(*shape)], {"dim": dim}, rtol=0, atol=0)
+
+
+def test_cumsum_integers_dtype_and_dynamic():
+    ints = torch.randint(-5, 5, (4, 6))
+    check_expected("aten.cumsum", [ints], {"dim": 1}, torch.cumsum(ints, 1))
+    # Position ids from a mask: int64 from bool, as torch promotes.
+    mask = torch.rand(3, 5) > 0.4
+    check_expected("aten.cumsum", [mask], {"dim": 1}, torch.cumsum(mask, 1))
+    x = rand(3, 4)
+    # (dtype=float64: the result type says it, as a traced op's would.)
+    check_expected("aten.cumsum", [x], {"dim": 0}, torch.cumsum(x, 0, dtype=torch.float64),
+                   rtol=0, atol=0)
+    check_op("aten.cumsum", [rand(6, 4)], {"dim": 0}, dynamic=[0], rtol=0, atol=0)
+    check_op("aten.cumsum", [rand()], {"dim": 0}, rtol=0, atol=0)

@@ -2,7 +2,8 @@
 //
 // sum/mean/amax/amin (all-dims and dim-list forms), max/min of every
 // element, max.dim/min.dim with their indices, var/std (and the _mean
-// forms), and softmax/log_softmax with their backward ops. Each reduction is
+// forms), cumsum (a sequential scan), and softmax/log_softmax with their
+// backward ops. Each reduction is
 // one linalg.generic with reduction iterators over the input's shape, its
 // results filled with the reduction's identity; `keepdim` keeps the reduced
 // dims as size-1 dims read at index 0. Softmax is the stable three-step form:
@@ -24,6 +25,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Utils.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
 
 using namespace mlir;
 using namespace terra;
@@ -387,6 +390,84 @@ LogicalResult lowerVarStd(DLOp op, ValueRange o, PatternRewriter &rw) {
   return success();
 }
 
+/// cumsum(self, dim, dtype): a sequential scan along `dim` (an scf.for
+/// whose carry is the running sum of one slice), in the order aten's CPU
+/// kernel adds and in its accumulator type (double for float: each output
+/// is the double sum rounded), so the sums are aten's exactly; integer sums
+/// wrap like aten's. A 0-d input is its own sum.
+LogicalResult lowerCumsum(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 1)
+    return failure();
+  RankedTensorType in = tensorType(o[0]), rt = resultType(op);
+  Type et = rt.getElementType();
+  if (et.isInteger(1) || (isFloat(et) && !isWideFloat(et)) ||
+      in.getRank() != rt.getRank())
+    return failure();
+  Type acc = et.isF32() ? Type(rw.getF64Type()) : et;
+  Location loc = op.getLoc();
+  auto identity = [](OpBuilder &, Location, ValueRange a) { return a[0]; };
+  RankedTensorType full = in.clone(et);
+  int64_t rank = in.getRank();
+  if (rank == 0) {
+    Value x = buildElementwise(rw, loc, full, {o[0]}, identity);
+    rw.replaceOp(op, castWithGuards(rw, loc, x, rt));
+    return success();
+  }
+  std::optional<int64_t> dimArg = getIntArg(op, "dim");
+  if (!dimArg || *dimArg < -rank || *dimArg >= rank)
+    return failure();
+  int64_t dim = *dimArg < 0 ? *dimArg + rank : *dimArg;
+  Value x = o[0];
+  SmallVector<OpFoldResult> sliceSizes = tensor::getMixedSizes(rw, loc, x);
+  sliceSizes[dim] = rw.getIndexAttr(1);
+  SmallVector<int64_t> sliceShape(full.getShape());
+  sliceShape[dim] = 1;
+  RankedTensorType sliceT = full.clone(sliceShape);
+  RankedTensorType inSliceT = in.clone(sliceShape);
+  RankedTensorType accSliceT = full.clone(sliceShape, acc);
+  SmallVector<Value> dyn, sliceDyn;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!full.isDynamicDim(d))
+      continue;
+    Value n = tensor::DimOp::create(rw, loc, x, d);
+    dyn.push_back(n);
+    if (d != dim)
+      sliceDyn.push_back(n);
+  }
+  Value out = tensor::EmptyOp::create(rw, loc, full, dyn);
+  Value carry =
+      linalg::FillOp::create(
+          rw, loc, scalarConstant(rw, loc, acc, 0.0),
+          ValueRange{tensor::EmptyOp::create(rw, loc, accSliceT, sliceDyn)})
+          .getResult(0);
+  Value zero = arith::ConstantIndexOp::create(rw, loc, 0);
+  Value one = arith::ConstantIndexOp::create(rw, loc, 1);
+  Value n = tensor::DimOp::create(rw, loc, x, dim);
+  auto loop = scf::ForOp::create(
+      rw, loc, zero, n, one, ValueRange{out, carry},
+      [&](OpBuilder &b, Location l, Value i, ValueRange state) {
+        SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0));
+        SmallVector<OpFoldResult> strides(rank, b.getIndexAttr(1));
+        offsets[dim] = i;
+        Value slice = tensor::ExtractSliceOp::create(b, l, inSliceT, x, offsets,
+                                                     sliceSizes, strides);
+        Value sum = buildElementwise(
+            b, l, accSliceT, {state[1], slice},
+            [](OpBuilder &nb, Location nl, ValueRange a) {
+              return isFloat(a[0].getType())
+                         ? Value(arith::AddFOp::create(nb, nl, a[0], a[1]))
+                         : Value(arith::AddIOp::create(nb, nl, a[0], a[1]));
+            });
+        Value rounded =
+            acc == et ? sum : buildElementwise(b, l, sliceT, {sum}, identity);
+        Value next = tensor::InsertSliceOp::create(
+            b, l, rounded, state[0], offsets, sliceSizes, strides);
+        scf::YieldOp::create(b, l, ValueRange{next, sum});
+      });
+  rw.replaceOp(op, castWithGuards(rw, loc, loop.getResult(0), rt));
+  return success();
+}
+
 /// Registers a default overload under both of its spellings.
 void addDefault(LoweringRegistry &r, StringRef name, LowerFn fn) {
   r.add(name, fn);
@@ -421,6 +502,7 @@ void terra::populateReductionLowerings(LoweringRegistry &r) {
   addDefault(r, "aten.min", [](DLOp op, ValueRange o, PatternRewriter &rw) {
     return lowerReduce<Kind::Min>(op, o, rw, true);
   });
+  addDefault(r, "aten.cumsum", lowerCumsum);
   r.add("aten.var.correction", lowerVarStd<false, false>);
   r.add("aten.std.correction", lowerVarStd<true, false>);
   r.add("aten.var_mean.correction", lowerVarStd<false, true>);
