@@ -675,6 +675,22 @@ def test_cumsum_and_its_backward_run_in_the_graph() -> None:
     assert stats["host_ops"] == [], stats["host_ops"]
 
 
+def test_message_passing_with_index_add_runs_in_the_graph() -> None:
+    # A graph network's aggregation: each node's message added into its
+    # neighbours' rows (index_add_, repeated targets); was a host op.
+    src, dst = torch.tensor([0, 1, 2, 3, 4, 5, 6, 7, 1, 3]), torch.tensor([1, 2, 3, 4, 5, 6, 7, 0, 0, 0])
+
+    def loss(m, x, y):
+        h = torch.tanh(m[0](x))
+        agg = torch.zeros_like(h).index_add_(0, dst, h[src], alpha=0.5)
+        return F.cross_entropy(m[1](h + agg), y)
+
+    stats = compare(sgd_program(loss=loss, model_fn=lambda: nn.ModuleList([nn.Linear(6, 16), nn.Linear(16, 3)]),
+                                momentum=0.9), batches(8), max_fallbacks=0)
+    assert stats["replayed_iterations"] >= 3
+    assert stats["host_ops"] == [], stats["host_ops"]
+
+
 def test_constant_targets_reused_across_host_ops() -> None:
     # A GAN-style step: `ones`/`zeros` targets made once and used by several
     # losses (binary_cross_entropy_with_logits runs as a host callback).

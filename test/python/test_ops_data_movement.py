@@ -528,3 +528,31 @@ def test_pixel_shuffle_and_unshuffle(shape, factor):
 @pytest.mark.parametrize("shape,dims", [((5,), [0]), ((3, 4), [1]), ((2, 3, 4), [0, 2]), ((2, 3, 4), [-1])])
 def test_flip(shape, dims):
     check_op("aten.flip", [rand(*shape)], {"dims": dims}, **EXACT)
+
+
+@pytest.mark.parametrize("shape,dim,index,src", [
+    ((5, 3), 0, [4, 0, 4, 2], (4, 3)),          # a repeated row accumulates in order
+    ((4, 6), 1, [5, 1], (4, 2)),
+    ((2, 5, 3), -2, [0, 0, 0], (2, 3, 3)),
+    ((7,), 0, [6, 2, 6], (3,)),
+])
+@pytest.mark.parametrize("alpha", [1, 2.5])
+def test_index_add(shape, dim, index, src, alpha):
+    x, s = rand(*shape), rand(*src)
+    idx = torch.tensor(index)
+    want = torch.index_add(x, dim, idx, s, alpha=alpha)
+    # With an alpha aten's vectorized add fuses the multiply (fmadd) and
+    # its scalar tail does not: equal up to that rounding.
+    tol = EXACT if alpha == 1 else {"rtol": 1e-6, "atol": 1e-6}
+    check_expected("aten.index_add", [x, idx, s], {"dim": dim, "alpha": alpha}, want, **tol)
+    check_expected("aten.index_add_", [x, idx, s], {"dim": dim, "alpha": alpha}, want, **tol)
+
+
+def test_index_add_integers_and_bounds():
+    x, s = torch.arange(12).view(4, 3), torch.ones(2, 3, dtype=torch.int64)
+    idx = torch.tensor([3, 3])
+    check_expected("aten.index_add", [x, idx, s], {"dim": 0, "alpha": 2},
+                   torch.index_add(x, 0, idx, s, alpha=2))
+    with pytest.raises(RuntimeError, match="index_add: index out of range"):
+        check_expected("aten.index_add", [rand(4, 3), torch.tensor([4]), rand(1, 3)], {"dim": 0},
+                       rand(4, 3))

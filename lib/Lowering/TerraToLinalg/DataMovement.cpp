@@ -12,8 +12,9 @@
 //     linalg.generic whose diagonal elements read the source;
 //   * index_select, gather and embedding are linalg.generic ops that read the
 //     source with tensor.extract at the gathered coordinates (bounds checked
-//     with cf.assert); embedding_dense_backward is a scatter-add, an scf.for
-//     over the indices that adds one gradient row per iteration in place.
+//     with cf.assert); embedding_dense_backward and index_add are
+//     scatter-adds, an scf.for over the indices that adds one row (slice)
+//     per iteration in place.
 //
 // The result type is the source of truth for shapes: args are used only
 // where types cannot tell (new dims of expand, the fallback reshape).
@@ -2409,6 +2410,77 @@ LogicalResult lowerEmbeddingDenseBackward(DLOp op, ValueRange o,
   return success();
 }
 
+/// index_add(self, dim, index, source, alpha) and its in-place form:
+/// `self` with alpha * source's slice i along `dim` added to its slice
+/// index[i], for i in order (an scf.for, as aten's CPU kernel adds one
+/// slice at a time: repeated indices accumulate in the same order). An
+/// index out of range fails the run.
+LogicalResult lowerIndexAdd(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 3 || !isIntTensor(o[1]))
+    return failure();
+  Value self = o[0], index = o[1], source = o[2];
+  RankedTensorType st = tensorType(self), rt = resultType(op);
+  RankedTensorType srcT = tensorType(source);
+  Type et = rt.getElementType();
+  int64_t rank = st.getRank();
+  if (rank == 0 || srcT.getRank() != rank || tensorType(index).getRank() > 1 ||
+      st.getElementType() != et || srcT.getElementType() != et ||
+      et.isInteger(1))
+    return failure();
+  std::optional<int64_t> dim = normDim(getIntArg(op, "dim").value_or(0), rank);
+  std::optional<double> alpha = getFloatArg(op, "alpha");
+  Attribute alphaAttr =
+      op.getArgsAttr() ? op.getArgsAttr().get("alpha") : nullptr;
+  if (!dim || (alphaAttr && !alpha))
+    return failure(); // a fed alpha: the host's
+  Location loc = op.getLoc();
+  if (tensorType(index).getRank() == 0)
+    index = tensor::ExpandShapeOp::create(
+        rw, loc, RankedTensorType::get({1}, tensorType(index).getElementType()),
+        index, ArrayRef<ReassociationIndices>{});
+  SmallVector<OpFoldResult> sizes = getSizes(rw, loc, source);
+  sizes[*dim] = rw.getIndexAttr(1);
+  SmallVector<int64_t> sliceShape(srcT.getShape());
+  sliceShape[*dim] = 1;
+  RankedTensorType sliceT = srcT.clone(sliceShape);
+  Value zero = cstIndex(rw, loc, 0), one = cstIndex(rw, loc, 1);
+  Value n = tensor::DimOp::create(rw, loc, index, 0);
+  Value bound = tensor::DimOp::create(rw, loc, self, *dim);
+  auto loop = scf::ForOp::create(
+      rw, loc, zero, n, one, ValueRange{self},
+      [&](OpBuilder &b, Location l, Value iv, ValueRange iter) {
+        Value j = toIndex(b, l, tensor::ExtractOp::create(b, l, index, iv));
+        assertInBounds(b, l, j, bound, "index_add: index out of range");
+        SmallVector<OpFoldResult> strides(rank, b.getIndexAttr(1));
+        SmallVector<OpFoldResult> from(rank, b.getIndexAttr(0));
+        SmallVector<OpFoldResult> to(rank, b.getIndexAttr(0));
+        from[*dim] = iv;
+        to[*dim] = j;
+        Value add = tensor::ExtractSliceOp::create(b, l, sliceT, source, from,
+                                                   sizes, strides);
+        Value dst = tensor::ExtractSliceOp::create(b, l, sliceT, iter[0], to,
+                                                   sizes, strides);
+        Value sum = buildElementwise(
+            b, l, sliceT, {dst, add},
+            [&](OpBuilder &nb, Location nl, ValueRange a) {
+              Value v = a[1];
+              bool f = isFloat(et);
+              if (alpha && *alpha != 1.0) {
+                Value k = scalarConstant(nb, nl, et, *alpha);
+                v = f ? Value(arith::MulFOp::create(nb, nl, v, k))
+                      : Value(arith::MulIOp::create(nb, nl, v, k));
+              }
+              return f ? Value(arith::AddFOp::create(nb, nl, a[0], v))
+                       : Value(arith::AddIOp::create(nb, nl, a[0], v));
+            });
+        Value u = tensor::InsertSliceOp::create(b, l, sum, iter[0], to, sizes,
+                                                strides);
+        scf::YieldOp::create(b, l, u);
+      });
+  rw.replaceOp(op, castTo(rw, loc, loop.getResult(0), rt));
+  return success();
+}
+
 /// One point of aten's `linspace_from_neg_one(steps, align_corners)` (the
 /// affine grid's base coordinates), computed as aten does in `et`:
 /// linspace(-1, 1, steps) from whichever end is nearer, then, without
@@ -2538,6 +2610,8 @@ void terra::populateDataMovementLowerings(LoweringRegistry &r) {
   r.add("aten.gather", rollBackOnFailure<lowerGather>);
   r.add("aten.affine_grid_generator", rollBackOnFailure<lowerAffineGrid>);
   r.add("aten.embedding", rollBackOnFailure<lowerEmbedding>);
+  r.add("aten.index_add", rollBackOnFailure<lowerIndexAdd>);
+  r.add("aten.index_add_", rollBackOnFailure<lowerIndexAdd>);
   r.add("aten.embedding_dense_backward",
         rollBackOnFailure<lowerEmbeddingDenseBackward>);
 }
