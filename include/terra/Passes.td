@@ -97,10 +97,11 @@ def TerraLowerGraph : Pass<"terra-lower-graph", "mlir::ModuleOp"> {
     dynamic strided memrefs, on which no two loop dims can be merged: an
     optimizer's update of a 3x3 convolution's weights ran as four nested
     loops whose innermost had 3 iterations. With `contiguous-inputs` (the
-    CPU pipeline) they arrive through the `_contiguous` entry points
+    CPU and GPU pipelines) they arrive through the `_contiguous` entry points
     instead, which give the graph a row-major buffer (the host's own memory
     when it is laid out that way, else a copy that lives until the run
-    ends), and are typed with the identity layout.
+    ends), and are typed with the identity layout. The GPU pipeline sets it
+    too: cuBLAS then reads fed operands in place.
   }];
   let options = [
     Option<"contiguousInputs", "contiguous-inputs", "bool", "false",
@@ -132,8 +133,8 @@ def TerraLibraryCalls : Pass<"terra-library-calls", "mlir::ModuleOp"> {
     instead, for matrix products only: convolutions stay linalg and become
     generated kernels until the cuDNN entry points exist. cuBLAS addresses
     only matrices with a unit stride and a leading dimension, so every
-    operand whose type does not prove a contiguous row-major layout (a feed
-    arrives as a fully dynamic strided view) is first copied into a fresh
+    operand whose type does not prove a contiguous row-major layout (a
+    feed without `contiguous-inputs`, a strided view) is first copied into a fresh
     buffer with `linalg.copy`, which becomes a generated kernel; an output
     without an identity layout keeps the op as generated code. A
     transpose of a row-major buffer made only for the GEMM (the backward

@@ -138,7 +138,12 @@ bool terra::buildGraphPipeline(OpPassManager &pm, StringRef device,
   }
   if (device != "cuda" && device != "gpu-loops")
     return false;
-  pm.addPass(createTerraLowerGraph());
+  // Row-major inputs, as on the CPU: the runtime gives every feed and state
+  // a row-major device buffer (a strided CUDA tensor is made row-major
+  // through the host, rare), so GEMM operands need no copy and kernels
+  // index dense buffers.
+  pm.addPass(
+      createTerraLowerGraph(TerraLowerGraphOptions{/*contiguousInputs=*/true}));
   if (device == "cuda")
     buildGPULoweringPipeline(pm, gpu);
   else

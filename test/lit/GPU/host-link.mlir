@@ -17,7 +17,7 @@
 // USES-DAG: _mlir_ciface_terra_cuda_conv2d_f32
 // USES-DAG: _mlir_ciface_terra_cuda_conv2d_grad_input_f32
 // USES-DAG: _mlir_ciface_terra_cuda_conv2d_grad_weight_f32
-// USES-DAG: _mlir_ciface_terra_rt_feed_f32
+// USES-DAG: _mlir_ciface_terra_rt_feed_contiguous_f32
 // USES-DAG: _mlir_ciface_terra_rt_fetch_f32
 // USES-DAG: _mlir_memref_to_llvm_alloc
 // USES-DAG: _mlir_memref_to_llvm_free
@@ -36,8 +36,8 @@
 // IR: define private void @terra_cuda_matmul_f32(
 // IR:   call void @_mlir_ciface_terra_cuda_matmul_f32(
 // IR: define void @step()
-// IR:   call void @mgpuLaunchKernel(
 // IR:   call void @terra_cuda_matmul_f32(
+// IR:   call void @mgpuLaunchKernel(
 // IR: define internal void @terra_kernels_load()
 // IR:   call ptr @mgpuModuleLoadJIT(ptr @terra_kernels_binary, i32 3)
 module {

@@ -5,7 +5,7 @@
 // RUN: terra-opt %s -terra-gpu-pipeline="chip=sm_80" | FileCheck %s --check-prefix=SM80
 
 // CHECK-LABEL: llvm.func @step()
-// CHECK:         llvm.call @terra_rt_feed_f32
+// CHECK:         llvm.call @terra_rt_feed_contiguous_f32
 // CHECK:         llvm.call @_mlir_memref_to_llvm_alloc
 // CHECK:         gpu.launch_func @[[MOD:terra_kernels]]::@[[FN:step_kernel[_0-9]*]] blocks in (%{{.*}}, %{{.*}}, %{{.*}}) threads in (%[[T:.*]], %{{.*}}, %{{.*}})
 // CHECK-NOT:     gpu.launch_func
