@@ -1098,6 +1098,17 @@ Value reshapeStatic(PatternRewriter &rw, Location loc, Value v,
   return emitReshape(rw, loc, v, to, *plan);
 }
 
+/// Replaces `op` with `r` reshaped row-major to `shape` (the view's or the
+/// value's), or fails when no static reshape exists.
+LogicalResult replaceReshaped(PatternRewriter &rw, DLOp op, Value r,
+                              ArrayRef<int64_t> shape) {
+  r = reshapeStatic(rw, op.getLoc(), r, shape);
+  if (!r)
+    return failure();
+  rw.replaceOp(op, castTo(rw, op.getLoc(), r, resultType(op)));
+  return success();
+}
+
 /// The diagonal of `dim1` and `dim2` at `offset` (diagonal, its backward
 /// and diagonal_scatter): element i of the diagonal is (dim1, dim2) =
 /// (i + rowStart, i + colStart); the diagonal's dim comes last, after the
@@ -1309,11 +1320,7 @@ LogicalResult lowerAsStridedDiagonal(DLOp op, ValueRange o,
   RankedTensorType diagT =
       RankedTensorType::get({run->len}, tensorType(o[0]).getElementType());
   Value diag = gatherByMap(rw, loc, diagT, {}, block, {i, i});
-  Value r = reshapeStatic(rw, loc, diag, run->viewShape);
-  if (!r)
-    return failure();
-  rw.replaceOp(op, castTo(rw, loc, r, resultType(op)));
-  return success();
+  return replaceReshaped(rw, op, diag, run->viewShape);
 }
 
 /// as_strided_scatter into a diagonal run.
@@ -1335,11 +1342,7 @@ LogicalResult lowerAsStridedScatterDiagonal(DLOp op, ValueRange o,
   Value r = tensor::InsertSliceOp::create(
       rw, loc, written, matrix, indexAttrs(rw, {run->row0, run->col0}),
       indexAttrs(rw, {run->len, run->len}), indexAttrs(rw, {1, 1}));
-  r = reshapeStatic(rw, loc, r, selfT.getShape());
-  if (!r)
-    return failure();
-  rw.replaceOp(op, castTo(rw, loc, r, resultType(op)));
-  return success();
+  return replaceReshaped(rw, op, r, selfT.getShape());
 }
 
 /// diagonal_scatter(self, src, offset, dim1, dim2).
@@ -1393,11 +1396,7 @@ LogicalResult lowerAsStrided(DLOp op, ValueRange o, PatternRewriter &rw) {
   Value block = tensor::ExtractSliceOp::create(
       rw, loc, self, indexAttrs(rw, b->starts), indexAttrs(rw, b->sizes),
       indexAttrs(rw, ones));
-  Value r = reshapeStatic(rw, loc, block, b->viewShape);
-  if (!r)
-    return failure();
-  rw.replaceOp(op, castTo(rw, loc, r, resultType(op)));
-  return success();
+  return replaceReshaped(rw, op, block, b->viewShape);
 }
 
 /// as_strided_scatter(self, src, size, stride, storage_offset): self with
@@ -1423,11 +1422,7 @@ LogicalResult lowerAsStridedScatter(DLOp op, ValueRange o,
   Value r = tensor::InsertSliceOp::create(
       rw, loc, src, self, indexAttrs(rw, b->starts), indexAttrs(rw, b->sizes),
       indexAttrs(rw, ones));
-  r = reshapeStatic(rw, loc, r, selfT.getShape());
-  if (!r)
-    return failure();
-  rw.replaceOp(op, castTo(rw, loc, r, resultType(op)));
-  return success();
+  return replaceReshaped(rw, op, r, selfT.getShape());
 }
 
 LogicalResult lowerSliceBackward(DLOp op, ValueRange o, PatternRewriter &rw) {
