@@ -1266,7 +1266,10 @@ class _Recorder(TorchDispatchMode):
         candidates, self._escape_candidates = self._escape_candidates, None
         if not candidates:
             return
-        self._last_call = None  # the last op's arguments are not the program's
+        # The last op's arguments and written tensors are the recorder's
+        # references, not the program's.
+        self._last_call = None
+        self._written_now = []
         fetched = {f.value for f in self.trace.fetches}
         n = 0
         for w in candidates:
