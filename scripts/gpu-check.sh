@@ -155,6 +155,12 @@ if [ -n "${FRONTEND_PID:-}" ]; then
   echo "== 0. front-end tests (background) done ($(left) s left)"
   grep -E "^rc=|passed|failed|error" "$L/frontend-tests.log" | tail -25
 fi
+# Native stacks of crashed test processes (TERRA_NATIVE_BACKTRACE above):
+# symbolize with addr2line against the bundle's build-portable module.
+if [ -s "$L/native-backtrace.log" ]; then
+  echo "== native backtraces"
+  head -80 "$L/native-backtrace.log"
+fi
 packlogs
 echo "== 3c. terra on device=\"cuda\": benchmark programs at full size, eager vs terra ($(left) s left)"
 # The first co-executed programs on a GPU (test_device.py passed in part 0
