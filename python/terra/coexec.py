@@ -277,6 +277,11 @@ def _embedding_bag_per_sample_weights_backward(grad: torch.Tensor, weight: torch
     return torch.empty((indices.shape[0],), dtype=grad.dtype, device="meta")
 
 
+def _unfold_backward(grad_in: torch.Tensor, input_sizes: Any, *rest: Any, **kw: Any) -> torch.Tensor:
+    """The gradient of the tensor `unfold` windowed: its sizes, dense."""
+    return torch.empty(tuple(input_sizes), dtype=grad_in.dtype, device="meta")
+
+
 def _shift(self: torch.Tensor, other: Any) -> torch.Tensor:
     """`x >> k`, `x << k` (torch 1.13 has no meta kernel for `__rshift__`
     and `__lshift__`): the operands broadcast, the dtype promotes."""
@@ -292,6 +297,7 @@ _META_RULES = {**{f"aten.__{op}shift__.{overload}": _shift
                "aten._adaptive_avg_pool2d_backward.default": _adaptive_avg_pool2d_backward,
                "aten.grid_sampler_2d_backward.default": _grid_sampler_2d_backward,
                "aten.index.Tensor": _index_tensor,
+               "aten.unfold_backward.default": _unfold_backward,
                "aten._embedding_bag_dense_backward.default": _embedding_bag_dense_backward,
                "aten._embedding_bag_per_sample_weights_backward.default":
                    _embedding_bag_per_sample_weights_backward}

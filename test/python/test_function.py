@@ -691,6 +691,19 @@ def test_message_passing_with_index_add_runs_in_the_graph() -> None:
     assert stats["host_ops"] == [], stats["host_ops"]
 
 
+def test_sliding_windows_with_unfold_run_in_the_graph() -> None:
+    # Overlapping windows (unfold) pooled, and their backward (each
+    # element's gradient summed over the windows reading it): host ops.
+    def loss(m, x, y):
+        h = m[0](x)
+        return F.cross_entropy(m[1](h.unfold(1, 4, 2).amax(-1)), y)
+
+    stats = compare(sgd_program(loss=loss, model_fn=lambda: nn.ModuleList([nn.Linear(6, 16), nn.Linear(7, 3)])),
+                    batches(8), max_fallbacks=0)
+    assert stats["replayed_iterations"] >= 3
+    assert stats["host_ops"] == [], stats["host_ops"]
+
+
 def test_constant_targets_reused_across_host_ops() -> None:
     # A GAN-style step: `ones`/`zeros` targets made once and used by several
     # losses (binary_cross_entropy_with_logits runs as a host callback).

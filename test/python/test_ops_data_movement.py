@@ -556,3 +556,25 @@ def test_index_add_integers_and_bounds():
     with pytest.raises(RuntimeError, match="index_add: index out of range"):
         check_expected("aten.index_add", [rand(4, 3), torch.tensor([4]), rand(1, 3)], {"dim": 0},
                        rand(4, 3))
+
+
+# Windows that tile, overlap (step < size), skip elements (step > size),
+# along an inner dim, and one window of the whole dim.
+UNFOLDS = [((3, 10), 1, 4, 3), ((12,), 0, 3, 3), ((2, 9, 3), 1, 2, 4), ((4, 5), -1, 5, 1), ((6, 4), 0, 3, 1)]
+
+
+@pytest.mark.parametrize("shape,dim,size,step", UNFOLDS)
+def test_unfold(shape, dim, size, step):
+    check_op("aten.unfold", [rand(*shape)], {"dimension": dim, "size": size, "step": step}, **EXACT)
+
+
+@pytest.mark.parametrize("shape,dim,size,step", UNFOLDS)
+def test_unfold_backward(shape, dim, size, step):
+    windows = rand(*shape).unfold(dim, size, step).shape
+    # Overlapping windows add up in an order aten may not share.
+    check_op("aten.unfold_backward", [rand(*windows)],
+             {"input_sizes": list(shape), "dim": dim, "size": size, "step": step}, rtol=1e-6, atol=1e-6)
+
+
+def test_unfold_dynamic_batch():
+    check_op("aten.unfold", [rand(5, 10)], {"dimension": 1, "size": 4, "step": 2}, dynamic=[0], **EXACT)

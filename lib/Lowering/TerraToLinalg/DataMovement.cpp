@@ -9,7 +9,8 @@
 //   * slice / select become tensor.extract_slice, and their backward ops a
 //     tensor.insert_slice into zeros; cat / stack chains of insert_slice;
 //   * diagonal is an affine gather, diagonal_scatter / diagonal_backward a
-//     linalg.generic whose diagonal elements read the source;
+//     linalg.generic whose diagonal elements read the source; unfold a
+//     gather of windows, its backward a sum over the windows per element;
 //   * index_select, gather and embedding are linalg.generic ops that read the
 //     source with tensor.extract at the gathered coordinates (bounds checked
 //     with cf.assert); embedding_dense_backward and index_add are
@@ -2405,6 +2406,116 @@ LogicalResult lowerEmbeddingDenseBackward(DLOp op, ValueRange o,
   return success();
 }
 
+/// unfold(self, dimension, size, step): the windows of `size` elements
+/// every `step` along `dimension`, the window's elements as a new last dim:
+/// out[..., i, ..., k] = self[..., i * step + k, ...] (a gather; a rank-0
+/// self and dynamic window counts stay with the host).
+LogicalResult lowerUnfold(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != 1)
+    return failure();
+  RankedTensorType in = tensorType(o[0]), rt = resultType(op);
+  int64_t rank = in.getRank();
+  std::optional<int64_t> dim =
+      normDim(getIntArg(op, "dimension").value_or(0), rank);
+  std::optional<int64_t> size = getIntArg(op, "size");
+  std::optional<int64_t> step = getIntArg(op, "step");
+  if (rank == 0 || !dim || !size || !step || *step < 1 ||
+      rt.getRank() != rank + 1 || rt.isDynamicDim(*dim) ||
+      rt.getElementType() != in.getElementType())
+    return failure();
+  Location loc = op.getLoc();
+  SmallVector<Value> dyn;
+  for (int64_t d = 0; d < rank; ++d)
+    if (rt.isDynamicDim(d))
+      dyn.push_back(tensor::DimOp::create(rw, loc, o[0], d));
+  Value init = tensor::EmptyOp::create(rw, loc, rt, dyn);
+  SmallVector<AffineMap> maps = {rw.getMultiDimIdentityMap(rank + 1)};
+  SmallVector<utils::IteratorType> iters(rank + 1,
+                                         utils::IteratorType::parallel);
+  auto g = linalg::GenericOp::create(
+      rw, loc, rt, ValueRange{}, init, maps, iters,
+      [&](OpBuilder &b, Location l, ValueRange) {
+        SmallVector<Value> at;
+        for (int64_t d = 0; d < rank; ++d)
+          at.push_back(linalg::IndexOp::create(b, l, d));
+        Value k = linalg::IndexOp::create(b, l, rank);
+        at[*dim] = arith::AddIOp::create(
+            b, l, arith::MulIOp::create(b, l, at[*dim], cstIndex(b, l, *step)),
+            k);
+        linalg::YieldOp::create(
+            b, l, Value(tensor::ExtractOp::create(b, l, o[0], at)));
+      });
+  rw.replaceOp(op, g.getResult(0));
+  return success();
+}
+
+/// unfold_backward(grad, input_sizes, dim, size, step): each input element
+/// gets the sum of the gradients of the window elements that read it
+/// (windows in order), zero if none does.
+LogicalResult lowerUnfoldBackward(DLOp op, ValueRange o, PatternRewriter &rw) {
+  RankedTensorType rt = resultType(op);
+  if (o.size() != 1 || !rt.hasStaticShape() || !isFloat(rt.getElementType()))
+    return failure();
+  RankedTensorType grad = tensorType(o[0]);
+  int64_t rank = rt.getRank();
+  std::optional<int64_t> dim = normDim(getIntArg(op, "dim").value_or(0), rank);
+  std::optional<int64_t> size = getIntArg(op, "size");
+  std::optional<int64_t> step = getIntArg(op, "step");
+  if (rank == 0 || !dim || !size || !step || *step < 1 ||
+      grad.getRank() != rank + 1 || grad.isDynamicDim(*dim) ||
+      grad.getElementType() != rt.getElementType())
+    return failure();
+  int64_t windows = grad.getDimSize(*dim);
+  Type et = rt.getElementType();
+  Location loc = op.getLoc();
+  Value init = tensor::EmptyOp::create(rw, loc, rt, ValueRange{});
+  SmallVector<AffineMap> maps = {rw.getMultiDimIdentityMap(rank)};
+  SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
+  auto g = linalg::GenericOp::create(
+      rw, loc, rt, ValueRange{}, init, maps, iters,
+      [&](OpBuilder &b, Location l, ValueRange) {
+        SmallVector<Value> at;
+        for (int64_t d = 0; d < rank; ++d)
+          at.push_back(linalg::IndexOp::create(b, l, d));
+        Value j = at[*dim];
+        // Window i reads j at k = j - i * step: i from the first window
+        // that reaches j to the last that starts at or before it.
+        Value zero = scalarConstant(b, l, et, 0.0);
+        Value c0 = cstIndex(b, l, 0), c1 = cstIndex(b, l, 1);
+        Value cStep = cstIndex(b, l, *step);
+        auto loop = scf::ForOp::create(
+            b, l, c0, cstIndex(b, l, windows), c1, ValueRange{zero},
+            [&](OpBuilder &fb, Location fl, Value i, ValueRange acc) {
+              Value k = arith::SubIOp::create(
+                  fb, fl, j, arith::MulIOp::create(fb, fl, i, cStep));
+              Value inWindow = arith::AndIOp::create(
+                  fb, fl,
+                  arith::CmpIOp::create(fb, fl, arith::CmpIPredicate::sge, k,
+                                        c0),
+                  arith::CmpIOp::create(fb, fl, arith::CmpIPredicate::slt, k,
+                                        cstIndex(fb, fl, *size)));
+              auto pick = scf::IfOp::create(
+                  fb, fl, inWindow,
+                  [&](OpBuilder &tb, Location tl) {
+                    SmallVector<Value> gat(at);
+                    gat[*dim] = i;
+                    gat.push_back(k);
+                    Value v = tensor::ExtractOp::create(tb, tl, o[0], gat);
+                    scf::YieldOp::create(
+                        tb, tl,
+                        Value(arith::AddFOp::create(tb, tl, acc[0], v)));
+                  },
+                  [&](OpBuilder &eb, Location el) {
+                    scf::YieldOp::create(eb, el, acc[0]);
+                  });
+              scf::YieldOp::create(fb, fl, pick.getResult(0));
+            });
+        linalg::YieldOp::create(b, l, loop.getResult(0));
+      });
+  rw.replaceOp(op, g.getResult(0));
+  return success();
+}
+
 /// index_add(self, dim, index, source, alpha) and its in-place form:
 /// `self` with alpha * source's slice i along `dim` added to its slice
 /// index[i], for i in order (an scf.for, as aten's CPU kernel adds one
@@ -2605,6 +2716,8 @@ void terra::populateDataMovementLowerings(LoweringRegistry &r) {
   r.add("aten.gather", rollBackOnFailure<lowerGather>);
   r.add("aten.affine_grid_generator", rollBackOnFailure<lowerAffineGrid>);
   r.add("aten.embedding", rollBackOnFailure<lowerEmbedding>);
+  r.add("aten.unfold", rollBackOnFailure<lowerUnfold>);
+  r.add("aten.unfold_backward", rollBackOnFailure<lowerUnfoldBackward>);
   r.add("aten.index_add", rollBackOnFailure<lowerIndexAdd>);
   r.add("aten.index_add_", rollBackOnFailure<lowerIndexAdd>);
   r.add("aten.embedding_dense_backward",

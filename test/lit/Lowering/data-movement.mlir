@@ -509,3 +509,81 @@ terra.graph @flip {
   %r = terra.op "aten.flip"(%a) args {dims = [0, -1]} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
   terra.fetch 0 %r : tensor<2x3x4xf32>
 }
+
+// -----
+
+// diagonal: the square block the diagonal crosses (rows 3.. for offset -3),
+// then its (i, i) elements through an affine map.
+// CHECK-DAG:   #[[DIAG:.*]] = affine_map<(d0) -> (d0, d0)>
+// CHECK-LABEL: terra.graph @diagonal_below
+// CHECK:         %[[BLOCK:.*]] = tensor.extract_slice %{{.*}}[3, 0] [3, 3] [1, 1] : tensor<6x4xf32> to tensor<3x3xf32>
+// CHECK:         linalg.generic {indexing_maps = [#[[DIAG]], #{{.*}}], iterator_types = ["parallel"]} ins(%[[BLOCK]] : tensor<3x3xf32>)
+terra.graph @diagonal_below {
+  %a = terra.feed 1 : tensor<6x4xf32>
+  %r = terra.op "aten.diagonal"(%a) args {offset = -3 : i64, dim1 = 0 : i64, dim2 = 1 : i64} : (tensor<6x4xf32>) -> tensor<3xf32>
+  terra.fetch 0 %r : tensor<3xf32>
+}
+
+// -----
+
+// diagonal_scatter: elements with col - row == offset read the source at
+// their row, the others the input.
+// CHECK-LABEL: terra.graph @diagonal_scatter
+// CHECK:         %[[SRC:.*]] = terra.feed 2 : tensor<3xf32>
+// CHECK:         linalg.generic
+// CHECK:           %[[ROW:.*]] = linalg.index 0 : index
+// CHECK:           %[[COL:.*]] = linalg.index 1 : index
+// CHECK:           %[[D:.*]] = arith.subi %[[COL]], %[[ROW]] : index
+// CHECK:           %[[ON:.*]] = arith.cmpi eq, %[[D]], %{{.*}} : index
+// CHECK:           scf.if %[[ON]] -> (f32) {
+// CHECK:             tensor.extract %[[SRC]][%[[ROW]]] : tensor<3xf32>
+// CHECK:           } else {
+terra.graph @diagonal_scatter {
+  %a = terra.feed 1 : tensor<4x4xf32>
+  %s = terra.feed 2 : tensor<3xf32>
+  %r = terra.op "aten.diagonal_scatter"(%a, %s) args {offset = 1 : i64, dim1 = 0 : i64, dim2 = 1 : i64} : (tensor<4x4xf32>, tensor<3xf32>) -> tensor<4x4xf32>
+  terra.fetch 0 %r : tensor<4x4xf32>
+}
+
+// -----
+
+// index_add: an scf.for over the index adding source row i into row
+// index[i] (bounds asserted), in order.
+// CHECK-LABEL: terra.graph @index_add_rows
+// CHECK:         %[[SELF:.*]] = terra.feed 1 : tensor<5x3xf32>
+// CHECK:         %[[IDX:.*]] = terra.feed 2 : tensor<4xi64>
+// CHECK:         %[[SRC:.*]] = terra.feed 3 : tensor<4x3xf32>
+// CHECK:         scf.for %[[I:.*]] = %{{.*}} iter_args(%[[ACC:.*]] = %[[SELF]]) -> (tensor<5x3xf32>)
+// CHECK:           %[[J64:.*]] = tensor.extract %[[IDX]][%[[I]]] : tensor<4xi64>
+// CHECK:           %[[J:.*]] = arith.index_cast %[[J64]] : i64 to index
+// CHECK:           cf.assert %{{.*}}, "index_add: index out of range"
+// CHECK:           %[[ADD:.*]] = tensor.extract_slice %[[SRC]][%[[I]], 0] [1, 3] [1, 1]
+// CHECK:           %[[DST:.*]] = tensor.extract_slice %[[ACC]][%[[J]], 0] [1, 3] [1, 1]
+// CHECK:           %[[SUM:.*]] = linalg.generic {{.*}} ins(%[[DST]], %[[ADD]] :
+// CHECK:           tensor.insert_slice %[[SUM]] into %[[ACC]][%[[J]], 0] [1, 3] [1, 1]
+terra.graph @index_add_rows {
+  %a = terra.feed 1 : tensor<5x3xf32>
+  %i = terra.feed 2 : tensor<4xi64>
+  %s = terra.feed 3 : tensor<4x3xf32>
+  %r = terra.op "aten.index_add"(%a, %i, %s) args {dim = 0 : i64, alpha = 1 : i64} : (tensor<5x3xf32>, tensor<4xi64>, tensor<4x3xf32>) -> tensor<5x3xf32>
+  terra.fetch 0 %r : tensor<5x3xf32>
+}
+
+// -----
+
+// unfold: window i's element k reads index i * step + k of the dim.
+// CHECK-LABEL: terra.graph @unfold_windows
+// CHECK:         %[[STEP:.*]] = arith.constant 3 : index
+// CHECK:         %[[X:.*]] = terra.feed 1 : tensor<3x10xf32>
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<3x3x4xf32>)
+// CHECK:           %[[B:.*]] = linalg.index 0 : index
+// CHECK:           %[[W:.*]] = linalg.index 1 : index
+// CHECK:           %[[K:.*]] = linalg.index 2 : index
+// CHECK:           %[[START:.*]] = arith.muli %[[W]], %[[STEP]] : index
+// CHECK:           %[[AT:.*]] = arith.addi %[[START]], %[[K]] : index
+// CHECK:           tensor.extract %[[X]][%[[B]], %[[AT]]] : tensor<3x10xf32>
+terra.graph @unfold_windows {
+  %a = terra.feed 1 : tensor<3x10xf32>
+  %r = terra.op "aten.unfold"(%a) args {dimension = 1 : i64, size = 4 : i64, step = 3 : i64} : (tensor<3x10xf32>) -> tensor<3x3x4xf32>
+  terra.fetch 0 %r : tensor<3x3x4xf32>
+}

@@ -133,3 +133,52 @@ terra.graph @unsupported_stay {
   terra.fetch 0 %r : tensor<3xf32>
   terra.fetch 1 %m : tensor<3xi64>
 }
+
+// -----
+
+// var_mean: the mean, then the sum of squared deviations from it (the mean
+// read at each row's position), divided by N - correction (4 - 1, folded).
+// CHECK-DAG:   #[[ID:.*]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-DAG:   #[[ROW:.*]] = affine_map<(d0, d1) -> (d0)>
+// CHECK-LABEL: terra.graph @var_mean_unbiased
+// CHECK-DAG:     %[[THREE:.*]] = arith.constant 3.000000e+00 : f32
+// CHECK-DAG:     %[[FOUR:.*]] = arith.constant 4.000000e+00 : f32
+// CHECK:         %[[SUM:.*]] = linalg.generic {indexing_maps = [#[[ID]], #[[ROW]]], iterator_types = ["parallel", "reduction"]}
+// CHECK:         %[[MEAN:.*]] = linalg.generic
+// CHECK:           arith.divf %{{.*}}, %[[FOUR]] : f32
+// CHECK:         %[[SQ:.*]] = linalg.generic {indexing_maps = [#[[ID]], #[[ROW]], #[[ROW]]], iterator_types = ["parallel", "reduction"]} ins(%{{.*}}, %[[MEAN]] :
+// CHECK:           %[[DEV:.*]] = arith.subf
+// CHECK:           arith.mulf %[[DEV]], %[[DEV]] : f32
+// CHECK:         %[[VAR:.*]] = linalg.generic {{.*}} ins(%[[SQ]] :
+// CHECK:           arith.divf %{{.*}}, %[[THREE]] : f32
+// CHECK:         terra.fetch 0 %[[VAR]]
+// CHECK:         terra.fetch 1 %[[MEAN]]
+terra.graph @var_mean_unbiased {
+  %a = terra.feed 1 : tensor<3x4xf32>
+  %r:2 = terra.op "aten.var_mean.correction"(%a) args {dim = [1], correction = 1 : i64, keepdim = false} : (tensor<3x4xf32>) -> (tensor<3xf32>, tensor<3xf32>)
+  terra.fetch 0 %r#0 : tensor<3xf32>
+  terra.fetch 1 %r#1 : tensor<3xf32>
+}
+
+// -----
+
+// cumsum: an scf.for along the dim whose carry is one column's running sum
+// in f64 (aten's CPU accumulator for float), each output rounded to f32.
+// CHECK-LABEL: terra.graph @cumsum_rows
+// CHECK:         %[[C5:.*]] = arith.constant 5 : index
+// CHECK:         %[[CARRY:.*]] = linalg.fill ins(%{{.*}} : f64) outs(%{{.*}} : tensor<3x1xf64>)
+// CHECK:         %[[R:.*]]:2 = scf.for %[[I:.*]] = %{{.*}} to %[[C5]] step %{{.*}} iter_args(%[[OUT:.*]] = %{{.*}}, %[[ACC:.*]] = %[[CARRY]]) -> (tensor<3x5xf32>, tensor<3x1xf64>)
+// CHECK:           %[[COL:.*]] = tensor.extract_slice %{{.*}}[0, %[[I]]] [3, 1] [1, 1] : tensor<3x5xf32> to tensor<3x1xf32>
+// CHECK:           %[[SUM:.*]] = linalg.generic {{.*}} ins(%[[ACC]], %[[COL]] : tensor<3x1xf64>, tensor<3x1xf32>)
+// CHECK:             arith.extf
+// CHECK:             arith.addf
+// CHECK:           %[[ROUND:.*]] = linalg.generic {{.*}} ins(%[[SUM]] : tensor<3x1xf64>)
+// CHECK:             arith.truncf
+// CHECK:           %[[NEXT:.*]] = tensor.insert_slice %[[ROUND]] into %[[OUT]][0, %[[I]]] [3, 1] [1, 1]
+// CHECK:           scf.yield %[[NEXT]], %[[SUM]]
+// CHECK:         terra.fetch 0 %[[R]]#0
+terra.graph @cumsum_rows {
+  %a = terra.feed 1 : tensor<3x5xf32>
+  %r = terra.op "aten.cumsum"(%a) args {dim = 1 : i64} : (tensor<3x5xf32>) -> tensor<3x5xf32>
+  terra.fetch 0 %r : tensor<3x5xf32>
+}
