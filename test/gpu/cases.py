@@ -215,8 +215,9 @@ module {
 }
 """
 # Session 22's lowerings: var/std with their means, cumsum (a sequential
-# scan: an scf.for of kernels), a diagonal read and one written, and the
-# as_strided run along a diagonal that autograd makes of a gradient.
+# scan: an scf.for of kernels), a diagonal read and one written, the
+# as_strided run along a diagonal that autograd makes of a gradient,
+# index_add (an scf.for of slice adds), unfold and its backward.
 SCANS_DIAGONALS = """
 module {
   terra.graph @step {
@@ -234,6 +235,15 @@ module {
     terra.fetch 3 %c : tensor<?x24xf32>
     terra.fetch 4 %e : tensor<16x16xf32>
     terra.fetch 5 %a : tensor<16xf32>
+    %i = terra.op "aten.arange.start_step"() args {start = 15 : i64, end = 0 : i64, step = -3 : i64} : () -> tensor<5xi64>
+    %src = terra.feed 3 : tensor<16x5xf32>
+    %g = terra.op "aten.index_add"(%m, %i, %src) args {dim = 1 : i64, alpha = 1 : i64} : (tensor<16x16xf32>, tensor<5xi64>, tensor<16x5xf32>) -> tensor<16x16xf32>
+    terra.fetch 8 %g : tensor<16x16xf32>
+    %u = terra.op "aten.unfold"(%x) args {dimension = 1 : i64, size = 5 : i64, step = 2 : i64} : (tensor<?x24xf32>) -> tensor<?x10x5xf32>
+    %w = terra.feed 4 : tensor<3x10x5xf32>
+    %b = terra.op "aten.unfold_backward"(%w) args {input_sizes = [3, 24], dim = 1 : i64, size = 5 : i64, step = 2 : i64} : (tensor<3x10x5xf32>) -> tensor<3x24xf32>
+    terra.fetch 6 %u : tensor<?x10x5xf32>
+    terra.fetch 7 %b : tensor<3x24xf32>
   }
 }
 """
@@ -305,8 +315,13 @@ def _scans_diagonals(f):
     x, m = f[1], f[2]
     var, mean = torch.var_mean(x, 1, unbiased=True, keepdim=True)
     e = torch.diagonal_scatter(m, torch.diagonal(m, -2), 2, 1, 0)
+    idx = torch.arange(15, 0, -3, device=m.device)
+    w = f[4]
+    back = torch.zeros(3, 24, dtype=w.dtype, device=w.device)
+    for i in range(10):
+        back[:, 2 * i:2 * i + 5] += w[:, i]
     return {0: var, 1: mean, 2: torch.std(x, 0, unbiased=False), 3: x.cumsum(1), 4: e,
-            5: torch.diagonal(e)}
+            5: torch.diagonal(e), 6: x.unfold(1, 5, 2), 7: back, 8: m.index_add(1, idx, f[3])}
 
 
 def _gemm(f):
@@ -354,6 +369,7 @@ CASES = [
     ("convolutions_f64", CONVOLUTIONS_F64, {k: (shape, "float64") for k, (shape, _) in _CONV_FEEDS.items()},
      [], _convolutions, 1e-9, 1e-9),
     ("convolutions_f32", CONVOLUTIONS_F32, _CONV_FEEDS, [], _convolutions, 5e-3, 5e-3),
-    ("scans_diagonals", SCANS_DIAGONALS, {1: ((37, 24), "float32"), 2: ((16, 16), "float32")},
+    ("scans_diagonals", SCANS_DIAGONALS, {1: ((37, 24), "float32"), 2: ((16, 16), "float32"),
+                                          3: ((16, 5), "float32"), 4: ((3, 10, 5), "float32")},
      [], _scans_diagonals, 1e-5, 1e-5),
 ]
