@@ -1019,16 +1019,31 @@ struct Block {
   SmallVector<int64_t> virtualShape, starts, sizes, viewShape;
 };
 
+/// An as_strided view's args over a `self` of static shape, or nullopt.
+struct AsStridedArgs {
+  SmallVector<int64_t> sizes, strides;
+  int64_t offset;
+
+  static std::optional<AsStridedArgs> of(RankedTensorType self, DLOp op) {
+    std::optional<SmallVector<int64_t>> sizes = getIntListArg(op, "size");
+    std::optional<SmallVector<int64_t>> strides = getIntListArg(op, "stride");
+    int64_t offset = getIntArg(op, "storage_offset").value_or(0);
+    if (!self.hasStaticShape() || !sizes || !strides ||
+        sizes->size() != strides->size() || offset < 0)
+      return std::nullopt;
+    return AsStridedArgs{*sizes, *strides, offset};
+  }
+};
+
 std::optional<Block> asStridedBlock(RankedTensorType self, DLOp op) {
-  std::optional<SmallVector<int64_t>> sizes = getIntListArg(op, "size");
-  std::optional<SmallVector<int64_t>> strides = getIntListArg(op, "stride");
-  int64_t offset = getIntArg(op, "storage_offset").value_or(0);
-  if (!self.hasStaticShape() || !sizes || !strides ||
-      sizes->size() != strides->size() || offset < 0)
+  std::optional<AsStridedArgs> a = AsStridedArgs::of(self, op);
+  if (!a)
     return std::nullopt;
+  const SmallVector<int64_t> &sizes = a->sizes, &strides = a->strides;
+  int64_t offset = a->offset;
   int64_t count = self.getNumElements();
   SmallVector<int64_t> distinct;
-  for (auto [n, stride] : llvm::zip(*sizes, *strides)) {
+  for (auto [n, stride] : llvm::zip(sizes, strides)) {
     if (n < 0 || (n > 1 && stride <= 0))
       return std::nullopt;
     if (n > 1)
@@ -1052,8 +1067,8 @@ std::optional<Block> asStridedBlock(RankedTensorType self, DLOp op) {
   // The virtual dims' row-major strides are `distinct`.
   b.sizes.assign(rank, 1);
   b.starts.assign(rank, 0);
-  b.viewShape = *sizes;
-  for (auto [n, stride] : llvm::zip(*sizes, *strides))
+  b.viewShape = sizes;
+  for (auto [n, stride] : llvm::zip(sizes, strides))
     if (n > 1)
       b.sizes[llvm::find(distinct, stride) - distinct.begin()] = n;
   int64_t rest = offset;
@@ -1068,7 +1083,7 @@ std::optional<Block> asStridedBlock(RankedTensorType self, DLOp op) {
   // The view's dims must come in the order of their strides (a permuted
   // view is not a reshape of the block).
   int64_t last = INT64_MAX;
-  for (auto [n, stride] : llvm::zip(*sizes, *strides)) {
+  for (auto [n, stride] : llvm::zip(sizes, strides)) {
     if (n <= 1)
       continue;
     if (stride >= last)
@@ -1266,15 +1281,13 @@ struct DiagonalRun {
 };
 
 std::optional<DiagonalRun> asStridedDiagonal(RankedTensorType self, DLOp op) {
-  std::optional<SmallVector<int64_t>> sizes = getIntListArg(op, "size");
-  std::optional<SmallVector<int64_t>> strides = getIntListArg(op, "stride");
-  int64_t offset = getIntArg(op, "storage_offset").value_or(0);
-  if (!self.hasStaticShape() || !sizes || !strides ||
-      sizes->size() != strides->size() || offset < 0)
+  std::optional<AsStridedArgs> a = AsStridedArgs::of(self, op);
+  if (!a)
     return std::nullopt;
-  DiagonalRun run{0, 0, 0, 0, 0, *sizes};
+  int64_t offset = a->offset;
+  DiagonalRun run{0, 0, 0, 0, 0, a->sizes};
   int64_t stride = 0;
-  for (auto [n, st] : llvm::zip(*sizes, *strides)) {
+  for (auto [n, st] : llvm::zip(a->sizes, a->strides)) {
     if (n < 0 || (n > 1 && run.len))
       return std::nullopt;
     if (n > 1) {
