@@ -727,9 +727,14 @@ def test_the_native_replay_gives_bit_for_bit_what_the_python_replay_gives(
     # (passes: the profiler handle of each zero_grad and step, run natively;
     # reads: Adam's step counters, answered from the host's values by their
     # memory key, and `.item()` of values the host has; feeds: the relaxed
-    # scalars, Adam's bias corrections, and the inputs)
-    assert native_p == (0, 0, 0, 0) and native_n[0] >= 4 * 50 and native_n[1] >= 4 * 2 \
-        and native_n[2] >= 4 * 20 and native_n[3] >= 4 * 8, (native_p, native_n)
+    # scalars, Adam's bias corrections, and the inputs. torch 2.x's
+    # record_function makes no tensor, and its Adam on CPU parameters reads
+    # real step tensors one by one: no passes or reads there, session 22's
+    # H200 run counted (1080, 0, 0, 300) for DCGAN.)
+    torch1 = torch.__version__.split(".")[0] == "1"
+    assert native_p == (0, 0, 0, 0) and native_n[0] >= 4 * 50 and native_n[3] >= 4 * 8, (native_p, native_n)
+    if torch1:
+        assert native_n[1] >= 4 * 2 and native_n[2] >= 4 * 20, native_n
     assert stats_n["replayed_iterations"] == stats_p["replayed_iterations"] >= 4
     assert stats_n["fallbacks"] == stats_p["fallbacks"] == 0
     assert losses_n == losses_p
