@@ -50,17 +50,6 @@ Value castTo(OpBuilder &b, Location loc, Value v, Type type) {
   return tensor::CastOp::create(b, loc, type, v);
 }
 
-/// `v` converted elementwise to element type `et` (cat/stack promote).
-Value convertElements(OpBuilder &b, Location loc, Value v, Type et) {
-  RankedTensorType t = tensorType(v);
-  if (t.getElementType() == et)
-    return v;
-  return buildElementwise(b, loc, t.clone(et), {v},
-                          [](OpBuilder &, Location, ValueRange a) {
-                            return a[0];
-                          });
-}
-
 Value indexValue(OpBuilder &b, Location loc, OpFoldResult ofr) {
   return getValueOrCreateConstantIndexOp(b, loc, ofr);
 }
@@ -1386,9 +1375,7 @@ LogicalResult lowerDiagonalBackward(DLOp op, ValueRange o,
       grad.getElementType() != rt.getElementType())
     return failure();
   Location loc = op.getLoc();
-  Value init = tensor::EmptyOp::create(rw, loc, rt, ValueRange{});
-  Value zero = scalarConstant(rw, loc, rt.getElementType(), 0.0);
-  Value zeros = linalg::FillOp::create(rw, loc, zero, init).getResult(0);
+  Value zeros = zerosForBackward(rw, loc, op, o[0], /*dim=*/-1, true);
   rw.replaceOp(op, insertAtDiagonal(rw, loc, zeros, o[0], *d));
   return success();
 }
@@ -1439,74 +1426,60 @@ LogicalResult lowerAsStridedScatter(DLOp op, ValueRange o,
   return replaceReshaped(rw, op, r, selfT.getShape());
 }
 
-LogicalResult lowerSliceBackward(DLOp op, ValueRange o, PatternRewriter &rw) {
-  if (o.size() != 1)
+/// The destination of a slice or select insert: for `Backward` (the
+/// gradient of a slice or select) zeros of the input's sizes, else (a
+/// slice_scatter / select_scatter: the recorder's functional form of an
+/// in-place write through the view, tracing.py `_functionalize`) `self`;
+/// null when `src` cannot go into it.
+template <bool Backward>
+Value insertDestination(PatternRewriter &rw, DLOp op, ValueRange o, int64_t dim,
+                        bool srcHasDim) {
+  Value src = o.back();
+  Value dest = Backward
+                   ? zerosForBackward(rw, op.getLoc(), op, src, dim, srcHasDim)
+                   : o[0];
+  if (!dest ||
+      tensorType(src).getElementType() != tensorType(dest).getElementType())
+    return nullptr;
+  return dest;
+}
+
+/// slice_backward(grad, input_sizes, dim, start, end, step) and
+/// slice_scatter(self, src, dim, start, end, step): `src` inserted at the
+/// slice.
+template <bool Backward>
+LogicalResult lowerSliceInsert(DLOp op, ValueRange o, PatternRewriter &rw) {
+  if (o.size() != (Backward ? 1u : 2u))
     return failure();
-  Location loc = op.getLoc();
-  Value grad = o[0];
   int64_t rank = resultType(op).getRank();
   std::optional<int64_t> dim = normDim(getIntArg(op, "dim").value_or(0), rank);
   int64_t step = getIntArg(op, "step").value_or(1);
-  if (!dim || step <= 0 || tensorType(grad).getRank() != rank)
+  if (!dim || step <= 0 || tensorType(o.back()).getRank() != rank)
     return failure();
-  Value zeros = zerosForBackward(rw, loc, op, grad, *dim, true);
-  if (!zeros)
+  Value dest = insertDestination<Backward>(rw, op, o, *dim, true);
+  if (!dest)
     return failure();
-  rw.replaceOp(op, insertAtSlice(rw, loc, op, zeros, grad, *dim, step));
+  Value r = insertAtSlice(rw, op.getLoc(), op, dest, o.back(), *dim, step);
+  rw.replaceOp(op, castTo(rw, op.getLoc(), r, resultType(op)));
   return success();
 }
 
-/// slice_scatter(self, src, dim, start, end, step): `self` with the slice
-/// replaced by `src` (the recorder's functional form of an in-place write
-/// through a slice, tracing.py `_functionalize`).
-LogicalResult lowerSliceScatter(DLOp op, ValueRange o, PatternRewriter &rw) {
-  if (o.size() != 2)
-    return failure();
-  Location loc = op.getLoc();
-  int64_t rank = tensorType(o[0]).getRank();
-  std::optional<int64_t> dim = normDim(getIntArg(op, "dim").value_or(0), rank);
-  int64_t step = getIntArg(op, "step").value_or(1);
-  if (!dim || step <= 0 || tensorType(o[1]).getRank() != rank)
-    return failure();
-  if (tensorType(o[1]).getElementType() != tensorType(o[0]).getElementType())
-    return failure();
-  Value r = insertAtSlice(rw, loc, op, o[0], o[1], *dim, step);
-  rw.replaceOp(op, castTo(rw, loc, r, resultType(op)));
-  return success();
-}
-
-LogicalResult lowerSelectBackward(DLOp op, ValueRange o, PatternRewriter &rw) {
+/// select_backward(grad, input_sizes, dim, index) and select_scatter(self,
+/// src, dim, index): `src` (one rank less) inserted at the selected index.
+template <bool Backward>
+LogicalResult lowerSelectInsert(DLOp op, ValueRange o, PatternRewriter &rw) {
   std::optional<int64_t> index = getIntArg(op, "index");
-  if (o.size() != 1 || !index)
+  if (o.size() != (Backward ? 1u : 2u) || !index)
     return failure();
-  Location loc = op.getLoc();
-  Value grad = o[0];
   int64_t rank = resultType(op).getRank();
   std::optional<int64_t> dim = normDim(getIntArg(op, "dim").value_or(0), rank);
-  if (!dim || tensorType(grad).getRank() != rank - 1)
+  if (!dim || tensorType(o.back()).getRank() != rank - 1)
     return failure();
-  Value zeros = zerosForBackward(rw, loc, op, grad, *dim, false);
-  if (!zeros)
+  Value dest = insertDestination<Backward>(rw, op, o, *dim, false);
+  if (!dest)
     return failure();
-  rw.replaceOp(op, insertAtSelect(rw, loc, zeros, grad, *dim, *index));
-  return success();
-}
-
-/// select_scatter(self, src, dim, index): `self` with the selected
-/// sub-tensor replaced by `src`.
-LogicalResult lowerSelectScatter(DLOp op, ValueRange o, PatternRewriter &rw) {
-  std::optional<int64_t> index = getIntArg(op, "index");
-  if (o.size() != 2 || !index)
-    return failure();
-  Location loc = op.getLoc();
-  int64_t rank = tensorType(o[0]).getRank();
-  std::optional<int64_t> dim = normDim(getIntArg(op, "dim").value_or(0), rank);
-  if (!dim || tensorType(o[1]).getRank() != rank - 1)
-    return failure();
-  if (tensorType(o[1]).getElementType() != tensorType(o[0]).getElementType())
-    return failure();
-  Value r = insertAtSelect(rw, loc, o[0], o[1], *dim, *index);
-  rw.replaceOp(op, castTo(rw, loc, r, resultType(op)));
+  Value r = insertAtSelect(rw, op.getLoc(), dest, o.back(), *dim, *index);
+  rw.replaceOp(op, castTo(rw, op.getLoc(), r, resultType(op)));
   return success();
 }
 
@@ -2711,10 +2684,10 @@ void terra::populateDataMovementLowerings(LoweringRegistry &r) {
        {"aten.split.Tensor", "aten.split_with_sizes",
         "aten.unsafe_split.Tensor", "aten.unsafe_split_with_sizes"})
     r.add(n, rollBackOnFailure<lowerSplit>);
-  r.add("aten.slice_backward", rollBackOnFailure<lowerSliceBackward>);
-  r.add("aten.select_backward", rollBackOnFailure<lowerSelectBackward>);
-  r.add("aten.slice_scatter", rollBackOnFailure<lowerSliceScatter>);
-  r.add("aten.select_scatter", rollBackOnFailure<lowerSelectScatter>);
+  r.add("aten.slice_backward", rollBackOnFailure<lowerSliceInsert<true>>);
+  r.add("aten.select_backward", rollBackOnFailure<lowerSelectInsert<true>>);
+  r.add("aten.slice_scatter", rollBackOnFailure<lowerSliceInsert<false>>);
+  r.add("aten.select_scatter", rollBackOnFailure<lowerSelectInsert<false>>);
   r.add("aten.diagonal", rollBackOnFailure<lowerDiagonal>);
   r.add("aten.diagonal_scatter", rollBackOnFailure<lowerDiagonalScatter>);
   r.add("aten.diagonal_backward", rollBackOnFailure<lowerDiagonalBackward>);

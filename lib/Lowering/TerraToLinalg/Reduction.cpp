@@ -405,12 +405,11 @@ LogicalResult lowerCumsum(DLOp op, ValueRange o, PatternRewriter &rw) {
     return failure();
   Type acc = et.isF32() ? Type(rw.getF64Type()) : et;
   Location loc = op.getLoc();
-  auto identity = [](OpBuilder &, Location, ValueRange a) { return a[0]; };
   RankedTensorType full = in.clone(et);
   int64_t rank = in.getRank();
   if (rank == 0) {
-    Value x = buildElementwise(rw, loc, full, {o[0]}, identity);
-    rw.replaceOp(op, castWithGuards(rw, loc, x, rt));
+    rw.replaceOp(
+        op, castWithGuards(rw, loc, convertElements(rw, loc, o[0], et), rt));
     return success();
   }
   std::optional<int64_t> dimArg = getIntArg(op, "dim");
@@ -422,7 +421,6 @@ LogicalResult lowerCumsum(DLOp op, ValueRange o, PatternRewriter &rw) {
   sliceSizes[dim] = rw.getIndexAttr(1);
   SmallVector<int64_t> sliceShape(full.getShape());
   sliceShape[dim] = 1;
-  RankedTensorType sliceT = full.clone(sliceShape);
   RankedTensorType inSliceT = in.clone(sliceShape);
   RankedTensorType accSliceT = full.clone(sliceShape, acc);
   SmallVector<Value> dyn, sliceDyn;
@@ -458,8 +456,7 @@ LogicalResult lowerCumsum(DLOp op, ValueRange o, PatternRewriter &rw) {
                          ? Value(arith::AddFOp::create(nb, nl, a[0], a[1]))
                          : Value(arith::AddIOp::create(nb, nl, a[0], a[1]));
             });
-        Value rounded =
-            acc == et ? sum : buildElementwise(b, l, sliceT, {sum}, identity);
+        Value rounded = convertElements(b, l, sum, et);
         Value next = tensor::InsertSliceOp::create(
             b, l, rounded, state[0], offsets, sliceSizes, strides);
         scf::YieldOp::create(b, l, ValueRange{next, sum});

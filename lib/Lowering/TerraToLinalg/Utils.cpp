@@ -274,6 +274,15 @@ Value buildElementwise(OpBuilder &b, Location loc, RankedTensorType type,
   return generic.getResult(0);
 }
 
+Value convertElements(OpBuilder &b, Location loc, Value v, Type et) {
+  RankedTensorType t = tensorType(v);
+  if (t.getElementType() == et)
+    return v;
+  return buildElementwise(
+      b, loc, t.clone(et), {v},
+      [](OpBuilder &, Location, ValueRange a) { return a[0]; });
+}
+
 LogicalResult lowerElementwise(DLOp op, ValueRange operands,
                                PatternRewriter &rw,
                                const BodyFn &body) {

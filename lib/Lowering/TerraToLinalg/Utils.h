@@ -119,6 +119,9 @@ using BodyFn =
 Value buildElementwise(OpBuilder &b, Location loc, RankedTensorType type,
                        ValueRange inputs, const BodyFn &body,
                        Type computeType = nullptr);
+/// `v` converted elementwise to element type `et` (`v` itself when it has
+/// it): cat/stack's promotion, cumsum's accumulator and its rounding.
+Value convertElements(OpBuilder &b, Location loc, Value v, Type et);
 
 /// Replaces `op` with a single elementwise computation over its operands.
 mlir::LogicalResult lowerElementwise(DLOp op, ValueRange operands,
