@@ -371,10 +371,12 @@ def TerraGPUHostScratch : Pass<"terra-gpu-host-scratch", "mlir::ModuleOp"> {
     kernel outlining the only buffers the host code itself reads and
     writes are scratch arrays: those `-lower-deallocations` creates for
     its `dealloc_helper` (the base pointers and ownership flags of the
-    buffers a `bufferization.dealloc` frees). A host-function
-    `memref.alloc` of static shape whose every use is a host
-    `memref.load`/`memref.store`, a `memref.cast`, its `memref.dealloc` or
-    a call to a function of this module becomes a `memref.alloca` at the
+    buffers a `bufferization.dealloc` frees), and the shape arrays of
+    dynamic `memref.reshape`s (read by the host to build the result's
+    descriptor). A host-function `memref.alloc` of static shape whose
+    every use is a host `memref.load`/`memref.store`, a `memref.cast`, its
+    `memref.dealloc`, a call to a function of this module or a reshape's
+    shape operand becomes a `memref.alloca` at the
     function's entry (a fixed stack slot: graph loops reuse it), and its
     dealloc goes away. Any other host access to an allocation is left
     alone, and one with a dynamic size is an error: it would be a host
@@ -384,6 +386,61 @@ def TerraGPUHostScratch : Pass<"terra-gpu-host-scratch", "mlir::ModuleOp"> {
   let statistics = [
     Statistic<"numScratch", "scratch-buffers",
               "Host scratch buffers moved to the stack">,
+  ];
+}
+
+def TerraGPUHostKernels : Pass<"terra-gpu-host-kernels", "mlir::func::FuncOp"> {
+  let summary = "Keep host code of a GPU graph off the graph's buffers";
+  let description = [{
+    Runs after `terra-linalg-to-gpu`, whose kernels hold every linalg op.
+    A GPU graph's buffers are device memory, and what else reads or writes
+    their elements is host code that would fault (the CUDA co-execution
+    runner thread's segfault): a fed scalar (learning rate, momentum) the
+    lowering extracts on the host for a kernel, the sequential loops some
+    lowerings write by hand (`cumsum`'s scan, in-order scatter-adds), an
+    index the host reads to place a slice (`index_add`). An access is an
+    op with read or write effects on a buffer other than host memory (a
+    `memref.alloca`, a `memref.get_global`, the dealloc helper's scratch
+    arrays). Three rewrites, in order:
+
+    1. A host load whose value only kernels use moves into each kernel
+       that uses it, with the scalar arithmetic in between (`-lr`), when
+       every write to its buffer precedes the load and the buffer is not
+       released before the kernel: the kernel reads what the host would
+       have read.
+    2. An access that neither yields a value the host uses nor sits in
+       code that needs the host moves into a single-thread kernel with its
+       enclosing `scf.for` / `scf.if` / `scf.while` / `scf.parallel` ops,
+       as far out as none of them needs the host (a call, an allocation or
+       release, a kernel, host memory, unknown effects). One thread keeps
+       a loop's order (repeated indices of a scatter-add add up in eager's
+       order); such loops are small next to the graph's kernels.
+    3. A load whose value the host does use reads a host copy of its
+       buffer instead (`terra_rt_to_host_<dtype>`: the runtime waits for the
+       queued work, copies the buffer out and keeps the copy for the run),
+       made once before the outermost op around the load that the buffer's
+       definition and every write to it precede: one copy serves a loop of
+       index reads.
+
+    Any other host access is an error at its location, never a host
+    access to device memory. Public functions only: private ones are
+    helpers (the dealloc helper) working on host arrays.
+  }];
+  let dependentDialects = ["mlir::gpu::GPUDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::func::FuncDialect",
+                           "mlir::scf::SCFDialect"];
+  let options = [
+    Option<"kernels", "kernels", "bool", "true",
+           "Make gpu.launch ops; false: the block/thread-mapped scf.parallel "
+           "loops of terra-linalg-to-gpu{kernels=false} (the gpu-loops "
+           "pipeline, which runs them on the CPU)">,
+  ];
+  let statistics = [
+    Statistic<"numKernels", "kernels",
+              "Host loops moved into single-thread kernels">,
+    Statistic<"numHostCopies", "host-copies",
+              "Host reads redirected to a host copy of their buffer">,
   ];
 }
 

@@ -121,6 +121,9 @@ void terra::buildGPULoopsOnCPUPipeline(OpPassManager &pm) {
   TerraLinalgToGPUOptions kernelOpts;
   kernelOpts.kernels = false;
   pm.addNestedPass<func::FuncOp>(createTerraLinalgToGPU(kernelOpts));
+  TerraGPUHostKernelsOptions hostOpts;
+  hostOpts.kernels = false;
+  pm.addNestedPass<func::FuncOp>(createTerraGPUHostKernels(hostOpts));
   addHostLoopsToLLVMPasses(pm);
 }
 
@@ -158,6 +161,14 @@ void terra::registerTerraPipelines() {
       [](OpPassManager &pm) {
         pm.addPass(createTerraConvertToLinalg());
         buildCPUGraphPipeline(pm);
+      });
+  PassPipelineRegistration<>(
+      "terra-gpu-loops-pipeline",
+      "Lower terra.graph like the GPU pipeline, with its kernels as loops "
+      "the CPU runs (device=\"gpu-loops\", for tests)",
+      [](OpPassManager &pm) {
+        pm.addPass(createTerraConvertToLinalg());
+        buildGraphPipeline(pm, "gpu-loops", {});
       });
   PassPipelineRegistration<GPUPipelineOptions>(
       "terra-gpu-pipeline",

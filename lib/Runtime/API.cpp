@@ -340,6 +340,24 @@ bool hostArgImpl(RunState *run, DType dtype, const UnrankedMemRef *in) {
   return true;
 }
 
+/// A row-major host copy of the graph's value, for host code that reads
+/// its elements (an index placing a slice: terra-gpu-host-kernels); kept
+/// for the rest of the run.
+bool toHostImpl(RunState *run, DType dtype, const UnrankedMemRef *in,
+                UnrankedMemRef *out) {
+  if (!deviceOk(run))
+    return false;
+  Tensor host;
+  if (!hostCopy(run, view(in, dtype), host)) {
+    failRun(run, "copying a value the graph's host code reads from the "
+                 "device failed");
+    return false;
+  }
+  describe(host, out, true);
+  run->keepAlive.push_back(std::move(host));
+  return true;
+}
+
 bool hostCallImpl(RunState *run, int64_t id) {
   std::vector<Tensor> inputs = std::move(run->hostArgs);
   run->hostArgs.clear();
@@ -450,6 +468,11 @@ extern "C" {
                                                   int64_t index) {             \
     if (!hostResultImpl(current, index, DTYPE, out))                           \
       unwind(current);                                                         \
+  }                                                                            \
+  void _mlir_ciface_terra_rt_to_host_##SUFFIX(UnrankedMemRef *out,             \
+                                              UnrankedMemRef *in) {            \
+    if (!toHostImpl(current, DTYPE, in, out))                                  \
+      unwind(current);                                                         \
   }
 
 TERRA_RT_DTYPE_ENTRY_POINTS(f32, DType::F32)
@@ -552,7 +575,8 @@ terra::rt::detail::runtimeSymbols() {
   TERRA_RT_SYMBOL(_mlir_ciface_terra_rt_state_contiguous_##SUFFIX)             \
   TERRA_RT_SYMBOL(_mlir_ciface_terra_rt_fetch_##SUFFIX)                        \
   TERRA_RT_SYMBOL(_mlir_ciface_terra_rt_host_arg_##SUFFIX)                     \
-  TERRA_RT_SYMBOL(_mlir_ciface_terra_rt_host_result_##SUFFIX)
+  TERRA_RT_SYMBOL(_mlir_ciface_terra_rt_host_result_##SUFFIX)                  \
+  TERRA_RT_SYMBOL(_mlir_ciface_terra_rt_to_host_##SUFFIX)
   TERRA_RT_DTYPE_SYMBOLS(f32)
   TERRA_RT_DTYPE_SYMBOLS(f64)
   TERRA_RT_DTYPE_SYMBOLS(f16)

@@ -251,6 +251,30 @@ CONVOLUTIONS_F32 = CONVOLUTIONS.replace("xT>", "xf32>")
 CONVOLUTIONS_F64 = CONVOLUTIONS.replace("xT>", "xf64>")
 
 
+# What the host code of a GPU graph must not read from device memory
+# (-terra-gpu-host-kernels): fed 0-d scalars (SGD's momentum and learning
+# rate), the divisor table of avg_pool2d without padding and the window
+# masks of adaptive pooling (globals of the kernel module, not the host's).
+HOST_READS = """
+module {
+  terra.graph @step {
+    %p = terra.feed 1 : tensor<16x6xf32>
+    %g = terra.feed 2 : tensor<16x6xf32>
+    %mom = terra.feed 3 : tensor<f32>
+    %m = terra.op "aten._foreach_mul_.Scalar"(%p, %mom) : (tensor<16x6xf32>, tensor<f32>) -> tensor<16x6xf32>
+    %lr = terra.feed 4 : tensor<f32>
+    %u = terra.op "aten._foreach_add_.List"(%m, %g, %lr) : (tensor<16x6xf32>, tensor<16x6xf32>, tensor<f32>) -> tensor<16x6xf32>
+    terra.fetch 0 %u : tensor<16x6xf32>
+    %x = terra.feed 5 : tensor<2x3x5x5xf32>
+    %pool = terra.op "aten.avg_pool2d"(%x) args {kernel_size = [3, 3], stride = [2, 2], padding = [1, 1], ceil_mode = false, count_include_pad = false} : (tensor<2x3x5x5xf32>) -> tensor<2x3x3x3xf32>
+    terra.fetch 1 %pool : tensor<2x3x3x3xf32>
+    %ad = terra.op "aten._adaptive_avg_pool2d"(%x) args {output_size = [3, 3]} : (tensor<2x3x5x5xf32>) -> tensor<2x3x3x3xf32>
+    terra.fetch 2 %ad : tensor<2x3x3x3xf32>
+  }
+}
+"""
+
+
 def library(mlir):
     """The bundle's library for a graph: cases sharing a graph share it,
     named after the first of them (graphs/<name>.so)."""
@@ -324,6 +348,13 @@ def _scans_diagonals(f):
             5: torch.diagonal(e), 6: x.unfold(1, 5, 2), 7: back, 8: m.index_add(1, idx, f[3])}
 
 
+def _host_reads(f):
+    import torch.nn.functional as F
+    return {0: f[1] * f[3] + f[2] * f[4],
+            1: F.avg_pool2d(f[5], 3, 2, 1, count_include_pad=False),
+            2: F.adaptive_avg_pool2d(f[5], (3, 3))}
+
+
 def _gemm(f):
     return {0: f[1] @ f[2]}
 
@@ -372,4 +403,7 @@ CASES = [
     ("scans_diagonals", SCANS_DIAGONALS, {1: ((37, 24), "float32"), 2: ((16, 16), "float32"),
                                           3: ((16, 5), "float32"), 4: ((3, 10, 5), "float32")},
      [], _scans_diagonals, 1e-5, 1e-5),
+    ("host_reads", HOST_READS, {1: ((16, 6), "float32"), 2: ((16, 6), "float32"), 3: ((), "float32"),
+                                4: ((), "float32"), 5: ((2, 3, 5, 5), "float32")},
+     [], _host_reads, 1e-5, 1e-5),
 ]

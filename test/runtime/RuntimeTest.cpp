@@ -359,6 +359,20 @@ protected:
     EXPECT_TRUE(g) << error;
     return g;
   }
+  /// Through the front end's gpu-loops pipeline: the GPU pipeline's
+  /// kernels as loops on the CPU.
+  std::unique_ptr<CompiledGraph> compileGPULoops(const std::string &text) {
+    lower(
+        text,
+        [](mlir::PassManager &pm) {
+          terra::buildGraphPipeline(pm, "gpu-loops", {});
+        },
+        /*lowerGraph=*/false);
+    std::string error;
+    auto g = CompiledGraph::compile(*module, "g", "", error);
+    EXPECT_TRUE(g) << error;
+    return g;
+  }
   /// Through the GPU pipeline (kernels for sm_90 as PTX, cuBLAS).
   std::unique_ptr<CompiledGraph> compileGPU(const std::string &text,
                                             std::string &error) {
@@ -927,6 +941,52 @@ TEST_F(GraphTest, InputsOnDeviceAreReadInPlaceAndFetchesStayOnTheDevice) {
   done.reset();
   // The fetches held their blocks; released, every block went back.
   EXPECT_TRUE(FakeDevice::live.empty());
+}
+
+// Host code of a GPU graph never touches device memory (a host read of a
+// fed scalar was the CUDA co-execution segfault): the fed scalar is read by
+// the kernels, index_add's indices, which the host reads to place each
+// slice, through one host copy (terra_rt_to_host_i64: the only copy out).
+TEST_F(GraphTest, InputsOnDeviceHostCodeReadsIndicesFromOneHostCopy) {
+  auto g = compileGPULoops(R"mlir(
+module {
+  terra.graph @g {
+    %x = terra.feed 1 : tensor<2x3xf32>
+    %s = terra.feed 2 : tensor<f32>
+    %m = terra.op "aten._foreach_mul_.Scalar"(%x, %s) : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+    %i = terra.op "aten.arange.start_step"() args {start = 2 : i64, end = -1 : i64, step = -2 : i64} : () -> tensor<2xi64>
+    %src = terra.feed 3 : tensor<2x2xf32>
+    %a = terra.op "aten.index_add"(%m, %i, %src) args {dim = 1 : i64, alpha = 1 : i64} : (tensor<2x3xf32>, tensor<2xi64>, tensor<2x2xf32>) -> tensor<2x3xf32>
+    terra.fetch 4 %a : tensor<2x3xf32>
+  }
+})mlir");
+  ASSERT_TRUE(g);
+  GraphRunner runner(*g);
+  auto run = std::make_shared<RunState>();
+  run->memory = FakeDevice::inputsOnDeviceMemory();
+  Tensor x = FakeDevice::tensor({0, 1, 2, 3, 4, 5});
+  x.sizes = {2, 3};
+  x.strides = {3, 1};
+  Tensor s = FakeDevice::tensor({10});
+  s.sizes = {};
+  s.strides = {};
+  Tensor src = FakeDevice::tensor({100, 200, 300, 400});
+  src.sizes = {2, 2};
+  src.strides = {2, 1};
+  run->channels.sendFeed(1, x);
+  run->channels.sendFeed(2, s);
+  run->channels.sendFeed(3, src);
+  runner.start(run);
+  auto done = runner.wait();
+  ASSERT_EQ(done->status, RunState::Status::Ok) << done->error;
+  Tensor out;
+  ASSERT_TRUE(done->channels.waitFetch(4, 1, out));
+  // x * 10, then column 2 += src[:, 0], column 0 += src[:, 1].
+  std::vector<float> want = {200, 10, 120, 430, 40, 350};
+  for (int64_t i = 0; i < 6; ++i)
+    EXPECT_FLOAT_EQ(at(out, i), want[i]) << i;
+  EXPECT_EQ(FakeDevice::copiesOut, 1);
+  EXPECT_EQ(FakeDevice::copiesIn, 0);
 }
 
 TEST_F(GraphTest, InputsOnDeviceFetchOfAFeedIsCopiedOnTheDevice) {

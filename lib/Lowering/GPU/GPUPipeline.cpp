@@ -9,7 +9,9 @@
 //             (shared with the CPU pipeline, PipelineStages.h)
 //   buffers:  GEMMs -> cuBLAS (terra-library-calls{backend=cuda}),
 //             ownership-based deallocation,
-//             every other linalg op -> one gpu.launch (terra-linalg-to-gpu)
+//             every other linalg op -> one gpu.launch (terra-linalg-to-gpu),
+//             host loops over graph buffers -> single-thread kernels
+//             (terra-gpu-host-kernels)
 //   kernels:  outlining into one gpu.module, NVVM target (chip/features),
 //             gpu -> NVVM
 //   host:     memref/math/scf/func -> LLVM, gpu.launch_func -> mgpu* calls
@@ -63,6 +65,8 @@ void terra::buildGPULoweringPipeline(OpPassManager &pm,
   TerraLinalgToGPUOptions kernelOpts;
   kernelOpts.blockSize = options.blockSize;
   pm.addNestedPass<func::FuncOp>(createTerraLinalgToGPU(kernelOpts));
+  // What other host code touches graph buffers: single-thread kernels.
+  pm.addNestedPass<func::FuncOp>(createTerraGPUHostKernels());
   pm.addPass(createTerraCanonicalizer());
   pm.addPass(createCSEPass());
   pm.addPass(createGpuKernelOutliningPass());

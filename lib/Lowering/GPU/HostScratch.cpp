@@ -5,6 +5,8 @@
 // (see the pass description in Passes.td).
 //
 //===----------------------------------------------------------------------===//
+#include "HostMemory.h"
+
 #include "terra/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -18,12 +20,8 @@ namespace terra {
 
 using namespace mlir;
 
-namespace {
-
-/// Whether every use of `v` is host code reading or writing it as a plain
-/// array: loads, stores into it, casts of it (followed), its deallocs, and
-/// calls to functions of the module. `deallocs` gets the deallocs.
-bool onlyHostScratchUses(Value v, SmallVectorImpl<Operation *> &deallocs) {
+bool terra::gpu::onlyHostScratchUses(Value v,
+                                     SmallVectorImpl<Operation *> &deallocs) {
   for (OpOperand &use : v.getUses()) {
     Operation *user = use.getOwner();
     if (isa<memref::LoadOp>(user))
@@ -33,6 +31,11 @@ bool onlyHostScratchUses(Value v, SmallVectorImpl<Operation *> &deallocs) {
         return false; // the buffer itself stored somewhere
       continue;
     }
+    if (isa<memref::ExtractAlignedPointerAsIndexOp>(user))
+      continue; // the dealloc helper's alias check of its address
+    if (auto reshape = dyn_cast<memref::ReshapeOp>(user);
+        reshape && reshape.getShape() == v)
+      continue; // its shape: read by the host to build the descriptor
     if (isa<memref::DeallocOp>(user)) {
       deallocs.push_back(user);
       continue;
@@ -54,6 +57,27 @@ bool onlyHostScratchUses(Value v, SmallVectorImpl<Operation *> &deallocs) {
   return true;
 }
 
+/// Whether `v` or a cast of it is read by host code as a whole: passed to
+/// a call, or the shape of a memref.reshape.
+static bool readByHostCode(Value v) {
+  return llvm::any_of(v.getUses(), [](OpOperand &use) {
+    Operation *user = use.getOwner();
+    if (auto cast = dyn_cast<memref::CastOp>(user))
+      return readByHostCode(cast.getResult());
+    if (auto reshape = dyn_cast<memref::ReshapeOp>(user))
+      return reshape.getShape() == use.get();
+    return isa<func::CallOp>(user);
+  });
+}
+
+bool terra::gpu::isHostScratch(memref::AllocOp alloc) {
+  SmallVector<Operation *> deallocs;
+  return onlyHostScratchUses(alloc.getResult(), deallocs) &&
+         readByHostCode(alloc.getResult());
+}
+
+namespace {
+
 struct TerraGPUHostScratchPass
     : public terra::impl::TerraGPUHostScratchBase<TerraGPUHostScratchPass> {
   void runOnOperation() override {
@@ -66,7 +90,7 @@ struct TerraGPUHostScratchPass
       Block &entry = func.getBody().front();
       for (memref::AllocOp alloc : allocs) {
         SmallVector<Operation *> deallocs;
-        if (!onlyHostScratchUses(alloc.getResult(), deallocs))
+        if (!terra::gpu::onlyHostScratchUses(alloc.getResult(), deallocs))
           continue;
         if (!alloc.getType().hasStaticShape()) {
           alloc.emitError("a host-only buffer of dynamic size in a GPU "

@@ -79,3 +79,31 @@ func.func @to_runtime() {
   func.call @terra_rt_fetch(%buf) : (memref<4xf32>) -> ()
   return
 }
+
+// -----
+
+// A dynamic reshape's shape array is read by the host (to build the
+// result's descriptor): a stack slot too. The reshaped buffer stays
+// device memory.
+// CHECK-LABEL: func.func @reshape_shape
+// CHECK:         %[[SHAPE:.*]] = memref.alloca() : memref<2xindex>
+// CHECK:         %[[BUF:.*]] = memref.alloc(%{{.*}}) : memref<?xf32>
+// CHECK:         memref.store %{{.*}}, %[[SHAPE]][
+// CHECK:         memref.reshape %[[BUF]](%[[SHAPE]])
+// CHECK-NOT:     memref.dealloc %[[SHAPE]]
+func.func private @use_index(%p: index)
+func.func @reshape_shape(%n: index) -> memref<?x?xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %shape = memref.alloc() : memref<2xindex>
+  %total = arith.muli %n, %c2 : index
+  %buf = memref.alloc(%total) : memref<?xf32>
+  memref.store %c2, %shape[%c0] : memref<2xindex>
+  memref.store %n, %shape[%c1] : memref<2xindex>
+  %r = memref.reshape %buf(%shape) : (memref<?xf32>, memref<2xindex>) -> memref<?x?xf32>
+  %p = memref.extract_aligned_pointer_as_index %shape : memref<2xindex> -> index
+  func.call @use_index(%p) : (index) -> ()
+  memref.dealloc %shape : memref<2xindex>
+  return %r : memref<?x?xf32>
+}
