@@ -1,5 +1,6 @@
 """Runs single aten ops through the compiled CPU path (terra-run) so tests can
-compare them with eager PyTorch.
+compare them with eager PyTorch (with TERRA_CPU_GRAPHS=gpu-loops, through the
+GPU pipeline with its kernels as CPU loops).
 
 A test describes an op by its aten overload name, its tensor inputs and its
 non-tensor args; this module writes a one-op ``terra.graph`` whose inputs are
@@ -97,6 +98,9 @@ def run_graph(text: str, feeds: Sequence[np.ndarray], script: str = "") -> dict[
         tmpdir = Path(tmp)
         (tmpdir / "g.mlir").write_text(text)
         cmd = [str(TERRA_RUN), str(tmpdir / "g.mlir"), "--fetch-dir", str(tmpdir)]
+        if os.environ.get("TERRA_CPU_GRAPHS", "") == "gpu-loops":
+            # Every op through the GPU pipeline, its kernels as CPU loops.
+            cmd += ["--pipeline", "gpu-loops"]
         for i, a in enumerate(feeds):
             # Not np.ascontiguousarray: it turns 0-d arrays into 1-d ones.
             np.save(tmpdir / f"in{i}.npy", np.array(a, order="C", copy=True))

@@ -203,32 +203,35 @@ void sinkLoadsInto(Operation *launch, DominanceInfo &dom) {
   Region &body = launch->getRegion(0);
   SetVector<Value> captured;
   getUsedValuesDefinedAbove(body, captured);
-  // Post-order: operands' producers first.
+  // The ops to move, in post-order (operands' producers first): loads
+  // that may move, constant globals, and pure scalar ops with an operand
+  // among them. The rest stays where it is, a kernel argument.
   SetVector<Operation *> chain;
+  DenseSet<Operation *> stays;
   std::function<bool(Operation *)> collect = [&](Operation *op) -> bool {
     if (chain.contains(op))
       return true;
+    if (stays.contains(op))
+      return false;
+    bool moves = false;
     if (auto load = dyn_cast<memref::LoadOp>(op)) {
-      if (inHostMemory(load.getMemRef()) || !loadMayMoveInto(load, launch, dom))
-        return false;
-      chain.insert(op);
-      return true;
-    }
-    if (isa<memref::GetGlobalOp>(op)) {
+      moves =
+          !inHostMemory(load.getMemRef()) && loadMayMoveInto(load, launch, dom);
+    } else if (isa<memref::GetGlobalOp>(op)) {
       // A constant table (pooling divisors, window masks): the kernel
       // reads its own copy, which kernel outlining puts in the module.
-      chain.insert(op);
-      return true;
+      moves = true;
+    } else if (op->getNumRegions() == 0 && isPure(op) &&
+               llvm::none_of(op->getResultTypes(),
+                             [](Type t) { return isa<ShapedType>(t); })) {
+      for (Value operand : op->getOperands())
+        if (Operation *def = operand.getDefiningOp())
+          moves |= collect(def);
     }
-    if (op->getNumRegions() || !isPure(op) ||
-        llvm::any_of(op->getResultTypes(),
-                     [](Type t) { return isa<ShapedType>(t); }))
+    if (!moves) {
+      stays.insert(op);
       return false;
-    // Operands first (post-order); one that cannot move stays a kernel
-    // argument.
-    for (Value operand : op->getOperands())
-      if (Operation *def = operand.getDefiningOp())
-        (void)collect(def);
+    }
     chain.insert(op);
     return true;
   };
@@ -236,11 +239,7 @@ void sinkLoadsInto(Operation *launch, DominanceInfo &dom) {
   for (Value v : captured)
     if (Operation *def = v.getDefiningOp(); def && collect(def))
       moved.push_back(v);
-  // Only chains that reach a load or a global are worth moving.
-  bool anyLoad = llvm::any_of(chain, [](Operation *op) {
-    return isa<memref::LoadOp, memref::GetGlobalOp>(op);
-  });
-  if (!anyLoad)
+  if (chain.empty())
     return;
   OpBuilder b(&body.front(), body.front().begin());
   IRMapping map;
