@@ -511,7 +511,12 @@ class _Recorder(TorchDispatchMode):
         else:
             owner = self.state_bases.get(self.base(t))
             if owner is not None:
-                self.problem(f"reads a view of persistent state {owner} made outside the step")
+                ref = self._view_of_state(t, owner, site)
+                if ref is not None:
+                    self._bind(t, ref)
+                    return ref
+                self.problem(f"reads a view of persistent state {owner} made outside the step "
+                             f"(shape {list(t.shape)}, strides {list(t.stride())}) that is no block of it")
             path = self.arg_paths.get(k)
             if path is not None:
                 source: Union[ArgSource, ConstSource] = ArgSource(path)
@@ -535,6 +540,32 @@ class _Recorder(TorchDispatchMode):
                 self._taint[ref] = dynamic
                 self._real_shapes[ref] = tuple(t.shape)
         self._bind(t, ref)
+        return ref
+
+    def _view_of_state(self, t: torch.Tensor, owner: str, site: Site) -> Optional[ValueRef]:
+        """A view of persistent state the program made before the step (`row =
+        ema[0]` at set-up, written in the step): the state's value viewed by
+        `as_strided` with the view's geometry, and noted as a view of it, so
+        writes through it are written back into the state (`_functionalize`)
+        and committed. None if the state is not a dense tensor of that
+        memory or the view is no block of it (overlapping strides)."""
+        state = self.initial_tensors.get(owner)
+        if (state is None or self.base(state) != self.base(t) or state.dtype != t.dtype
+                or not state.is_contiguous() or isinstance(state, Placeholder)):
+            return None
+        offset = t.storage_offset() - state.storage_offset()
+        stride = list(t.stride())
+        if offset < 0 or t.numel() == 0 or any(d > 1 and st <= 0 for d, st in zip(t.shape, stride)):
+            return None
+        last = offset + sum((d - 1) * st for d, st in zip(t.shape, stride))
+        if last >= state.numel():
+            return None
+        args = {"size": list(t.shape), "stride": stride, "storage_offset": offset}
+        parent = self.value_of(state, site)
+        event = OpEvent("aten.as_strided", [parent], dict(args), [TensorType.of(t)], site,
+                        _synthetic_call("aten.as_strided", args, 1))
+        ref = ValueRef(self._append(event))
+        self.view_parent[self.key(t)] = (state, "aten.as_strided", dict(args))
         return ref
 
     def _note_feed(self, index: int, value: torch.Tensor, arg: str = "") -> None:

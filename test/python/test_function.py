@@ -373,6 +373,42 @@ def test_writes_through_views_of_an_argument_or_a_held_tensor_are_committed() ->
     torch.testing.assert_close(hist["t"], hist["e"], **TOL)
 
 
+def test_writes_through_views_of_held_state_made_before_the_step_are_committed() -> None:
+    # Views the program made at set-up of a tensor it holds (`row =
+    # ema[0]`, a column, a sub-block), written in place every step: the
+    # tensor becomes persistent state, and each view is that state seen by
+    # as_strided with the view's geometry, written back into it (the step
+    # ran eagerly for good before: "reads a view of persistent state made
+    # outside the step").
+    held = {tag: torch.zeros(3, 4) for tag in "et"}
+    views = {tag: (held[tag][0], held[tag][:, 2], held[tag][1:, :2]) for tag in "et"}
+
+    def build(tag: str) -> Callable:
+        def make() -> tuple:
+            torch.manual_seed(0)
+            model = mlp()
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            row, col, block = views[tag]
+
+            def step(x, y):
+                loss = F.cross_entropy(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                with torch.no_grad():
+                    w = model[0].weight
+                    row.mul_(0.9).add_(w[0, :4], alpha=0.1)
+                    col.add_(loss)
+                    block.sub_(w[:2, 4:6] * 0.5)
+                return loss
+            return step, model, opt
+        return make
+    fn, stats = _run_side_by_side(build("e"), build("t"), batches(9))
+    assert fn.phase != "eager", stats["eager_reason"]
+    assert stats["coexec_iterations"] >= 4 and stats["fallbacks"] == 0, stats["fallback_log"]
+    torch.testing.assert_close(held["t"], held["e"], **TOL)
+
+
 def _view_write_program(kind: str) -> Callable:
     def make() -> tuple:
         model = mlp()
