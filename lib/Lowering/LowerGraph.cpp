@@ -6,6 +6,7 @@
 // entry point per dtype serves every rank and shape without copies.
 //
 //===----------------------------------------------------------------------===//
+#include "RuntimeNames.h"
 #include "terra/Dialect/TerraOps.h"
 #include "terra/Passes.h"
 
@@ -21,14 +22,6 @@ using namespace mlir;
 using namespace terra;
 
 namespace {
-
-/// The dtype suffix of runtime entry points: f32, f64, i64, i1, ...
-std::string dtypeSuffix(Type t) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  t.print(os);
-  return s;
-}
 
 class GraphLowering {
 public:
@@ -80,7 +73,8 @@ private:
     auto unranked = UnrankedMemRefType::get(et, 0);
     SmallVector<Type> argTypes(args.getTypes());
     std::string name =
-        (prefix + (contiguous ? "_contiguous_" : "_") + dtypeSuffix(et)).str();
+        (prefix + (contiguous ? "_contiguous_" : "_") + runtimeDTypeSuffix(et))
+            .str();
     func::FuncOp f = declare(name, argTypes, unranked, true);
     Value m = func::CallOp::create(b, loc, f, args).getResult(0);
     Value ok;
@@ -133,7 +127,7 @@ private:
     args.push_back(u);
     SmallVector<Type> types(ValueRange(args).getTypes());
     func::FuncOp f =
-        declare((prefix + "_" + dtypeSuffix(et)).str(), types, {}, true);
+        declare((prefix + "_" + runtimeDTypeSuffix(et)).str(), types, {}, true);
     func::CallOp::create(b, loc, f, args);
   }
 

@@ -7,6 +7,7 @@
 // the pass description in Passes.td).
 //
 //===----------------------------------------------------------------------===//
+#include "../RuntimeNames.h"
 #include "HostMemory.h"
 
 #include "terra/Passes.h"
@@ -249,14 +250,6 @@ void sinkLoadsInto(Operation *launch, DominanceInfo &dom) {
     replaceAllUsesInRegionWith(v, map.lookup(v), body);
 }
 
-/// The dtype suffix of runtime entry points: f32, i64, ...
-std::string dtypeSuffix(Type t) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  t.print(os);
-  return s;
-}
-
 /// A row-major host copy of `memref`, made before `at`, as a memref of its
 /// type (of dynamic strides if it has another layout).
 Value copyToHost(Value memref, Operation *at, Location loc) {
@@ -265,7 +258,7 @@ Value copyToHost(Value memref, Operation *at, Location loc) {
   OpBuilder b(at);
   auto unranked = UnrankedMemRefType::get(elem, type.getMemorySpace());
   auto module = at->getParentOfType<ModuleOp>();
-  std::string name = (kToHost + dtypeSuffix(elem)).str();
+  std::string name = (kToHost + terra::runtimeDTypeSuffix(elem)).str();
   auto callee = module.lookupSymbol<func::FuncOp>(name);
   if (!callee) {
     OpBuilder mb(module.getBodyRegion());
