@@ -1,10 +1,9 @@
 //===- HostKernels.cpp - The terra-gpu-host-kernels pass ------------------===//
 //
-// Host code of a GPU graph that reads or writes a graph buffer's elements
-// (a sequential scan, an in-order scatter: scf.for loops the lowering
-// writes by hand rather than as linalg ops) moves into a single-thread
-// kernel, since graph buffers are device memory the host cannot touch (see
-// the pass description in Passes.td).
+// Keeps a GPU graph's host code off the graph's buffers (device memory):
+// host loads only kernels use move into them, sequential loops become
+// single-thread kernels, indices the host needs come from a host copy
+// (see the pass description in Passes.td).
 //
 //===----------------------------------------------------------------------===//
 #include "../RuntimeNames.h"
@@ -43,11 +42,13 @@ bool isKernel(Operation *op) {
   return loop && loop->hasAttr(gpu::getMappingAttrName());
 }
 
-bool inKernel(Operation *op) {
-  for (Operation *p = op->getParentOp(); p; p = p->getParentOp())
-    if (isKernel(p) || isa<gpu::GPUModuleOp>(p))
-      return true;
-  return false;
+/// Calls `fn` on every op of host code in `func`, in pre-order: kernels
+/// are visited, their bodies are not.
+void walkHost(func::FuncOp func, function_ref<void(Operation *)> fn) {
+  func.getBody().walk<WalkOrder::PreOrder>([&](Operation *op) {
+    fn(op);
+    return isKernel(op) ? WalkResult::skip() : WalkResult::advance();
+  });
 }
 
 /// The buffer memref `v` is a view of (through view-like ops and casts).
@@ -290,9 +291,8 @@ Value copyToHost(Value memref, Operation *at, Location loc) {
 /// the outermost op around the load that the load's memref is defined
 /// before and that holds no write to the buffer, so one copy serves a
 /// whole loop of index reads (at worst it is made right before the load).
-/// The host copies made so far, by memref and insertion point.
+/// `copies`: the host copies made so far, by memref and insertion point.
 using HostCopies = DenseMap<std::pair<Value, Operation *>, Value>;
-
 void readFromHostCopy(memref::LoadOp load, DominanceInfo &dom,
                       HostCopies &copies) {
   Value memref = load.getMemRef();
@@ -365,20 +365,17 @@ struct TerraGPUHostKernelsPass
     // learning rate, a loss scale) are loaded by the kernels themselves.
     auto sinkIntoKernels = [&] {
       DominanceInfo dom(func);
-      SmallVector<Operation *> launches;
-      func.walk([&](Operation *op) {
-        if (isKernel(op) && !inKernel(op))
+      SmallVector<Operation *> launches, hostOps;
+      walkHost(func, [&](Operation *op) {
+        if (isKernel(op))
           launches.push_back(op);
+        else if (op->getNumRegions() == 0)
+          hostOps.push_back(op);
       });
       for (Operation *launch : launches)
         sinkLoadsInto(launch, dom);
       // What the host computed for them only is gone: loads and their
       // arithmetic left without a user (users first).
-      SmallVector<Operation *> hostOps;
-      func.walk([&](Operation *op) {
-        if (op->getNumRegions() == 0 && !inKernel(op))
-          hostOps.push_back(op);
-      });
       for (Operation *op : llvm::reverse(hostOps))
         if (isOpTriviallyDead(op))
           op->erase();
@@ -386,15 +383,14 @@ struct TerraGPUHostKernelsPass
     sinkIntoKernels();
 
     bool failed = false;
-    SmallVector<Operation *> roots;
+    SetVector<Operation *> roots;
     SmallVector<memref::LoadOp> hostReads;
-    func.walk([&](Operation *op) {
-      if (inKernel(op) || !accessesDeviceMemory(op))
+    walkHost(func, [&](Operation *op) {
+      if (!accessesDeviceMemory(op))
         return;
       Operation *root = kernelRoot(op);
       if (root->use_empty() && !needsHost(root)) {
-        if (!llvm::is_contained(roots, root))
-          roots.push_back(root);
+        roots.insert(root);
       } else if (auto load = dyn_cast<memref::LoadOp>(op)) {
         hostReads.push_back(load);
       } else {
@@ -413,10 +409,14 @@ struct TerraGPUHostKernelsPass
     numHostCopies += copies.size();
     // Nested roots: only the outermost moves (an inner root inside an outer
     // one moves with it).
+    auto insideAnother = [&](Operation *root) {
+      for (Operation *p = root->getParentOp(); p; p = p->getParentOp())
+        if (roots.contains(p))
+          return true;
+      return false;
+    };
     for (Operation *root : roots) {
-      if (llvm::any_of(roots, [&](Operation *other) {
-            return other != root && other->isProperAncestor(root);
-          }))
+      if (insideAnother(root))
         continue;
       wrapInKernel(root);
       ++numKernels;

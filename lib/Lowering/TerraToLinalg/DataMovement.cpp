@@ -2392,6 +2392,29 @@ LogicalResult lowerEmbeddingDenseBackward(DLOp op, ValueRange o,
   return success();
 }
 
+/// unfold's and unfold_backward's window arguments over an input of type
+/// `in` (rank > 0) whose windows are `windows` (rank one more, the window
+/// count along `dim` static, the same element type); `dimName` is the
+/// op's name for the dim.
+struct UnfoldArgs {
+  int64_t dim, size, step;
+
+  static std::optional<UnfoldArgs> of(DLOp op, StringRef dimName,
+                                      RankedTensorType in,
+                                      RankedTensorType windows) {
+    int64_t rank = in.getRank();
+    std::optional<int64_t> dim =
+        normDim(getIntArg(op, dimName).value_or(0), rank);
+    std::optional<int64_t> size = getIntArg(op, "size");
+    std::optional<int64_t> step = getIntArg(op, "step");
+    if (rank == 0 || !dim || !size || !step || *step < 1 ||
+        windows.getRank() != rank + 1 || windows.isDynamicDim(*dim) ||
+        windows.getElementType() != in.getElementType())
+      return std::nullopt;
+    return UnfoldArgs{*dim, *size, *step};
+  }
+};
+
 /// unfold(self, dimension, size, step): the windows of `size` elements
 /// every `step` along `dimension`, the window's elements as a new last dim:
 /// out[..., i, ..., k] = self[..., i * step + k, ...] (a gather; a rank-0
@@ -2401,14 +2424,10 @@ LogicalResult lowerUnfold(DLOp op, ValueRange o, PatternRewriter &rw) {
     return failure();
   RankedTensorType in = tensorType(o[0]), rt = resultType(op);
   int64_t rank = in.getRank();
-  std::optional<int64_t> dim =
-      normDim(getIntArg(op, "dimension").value_or(0), rank);
-  std::optional<int64_t> size = getIntArg(op, "size");
-  std::optional<int64_t> step = getIntArg(op, "step");
-  if (rank == 0 || !dim || !size || !step || *step < 1 ||
-      rt.getRank() != rank + 1 || rt.isDynamicDim(*dim) ||
-      rt.getElementType() != in.getElementType())
+  std::optional<UnfoldArgs> a = UnfoldArgs::of(op, "dimension", in, rt);
+  if (!a)
     return failure();
+  int64_t dim = a->dim, step = a->step;
   Location loc = op.getLoc();
   SmallVector<Value> dyn;
   for (int64_t d = 0; d < rank; ++d)
@@ -2425,8 +2444,8 @@ LogicalResult lowerUnfold(DLOp op, ValueRange o, PatternRewriter &rw) {
         for (int64_t d = 0; d < rank; ++d)
           at.push_back(linalg::IndexOp::create(b, l, d));
         Value k = linalg::IndexOp::create(b, l, rank);
-        at[*dim] = arith::AddIOp::create(
-            b, l, arith::MulIOp::create(b, l, at[*dim], cstIndex(b, l, *step)),
+        at[dim] = arith::AddIOp::create(
+            b, l, arith::MulIOp::create(b, l, at[dim], cstIndex(b, l, step)),
             k);
         linalg::YieldOp::create(
             b, l, Value(tensor::ExtractOp::create(b, l, o[0], at)));
@@ -2444,14 +2463,11 @@ LogicalResult lowerUnfoldBackward(DLOp op, ValueRange o, PatternRewriter &rw) {
     return failure();
   RankedTensorType grad = tensorType(o[0]);
   int64_t rank = rt.getRank();
-  std::optional<int64_t> dim = normDim(getIntArg(op, "dim").value_or(0), rank);
-  std::optional<int64_t> size = getIntArg(op, "size");
-  std::optional<int64_t> step = getIntArg(op, "step");
-  if (rank == 0 || !dim || !size || !step || *step < 1 ||
-      grad.getRank() != rank + 1 || grad.isDynamicDim(*dim) ||
-      grad.getElementType() != rt.getElementType())
+  std::optional<UnfoldArgs> a = UnfoldArgs::of(op, "dim", rt, grad);
+  if (!a)
     return failure();
-  int64_t windows = grad.getDimSize(*dim);
+  int64_t dim = a->dim, size = a->size, step = a->step;
+  int64_t windows = grad.getDimSize(dim);
   Type et = rt.getElementType();
   Location loc = op.getLoc();
   Value init = tensor::EmptyOp::create(rw, loc, rt, ValueRange{});
@@ -2463,12 +2479,12 @@ LogicalResult lowerUnfoldBackward(DLOp op, ValueRange o, PatternRewriter &rw) {
         SmallVector<Value> at;
         for (int64_t d = 0; d < rank; ++d)
           at.push_back(linalg::IndexOp::create(b, l, d));
-        Value j = at[*dim];
+        Value j = at[dim];
         // Window i reads j at k = j - i * step: i from the first window
         // that reaches j to the last that starts at or before it.
         Value zero = scalarConstant(b, l, et, 0.0);
         Value c0 = cstIndex(b, l, 0), c1 = cstIndex(b, l, 1);
-        Value cStep = cstIndex(b, l, *step);
+        Value cStep = cstIndex(b, l, step);
         auto loop = scf::ForOp::create(
             b, l, c0, cstIndex(b, l, windows), c1, ValueRange{zero},
             [&](OpBuilder &fb, Location fl, Value i, ValueRange acc) {
@@ -2479,12 +2495,12 @@ LogicalResult lowerUnfoldBackward(DLOp op, ValueRange o, PatternRewriter &rw) {
                   arith::CmpIOp::create(fb, fl, arith::CmpIPredicate::sge, k,
                                         c0),
                   arith::CmpIOp::create(fb, fl, arith::CmpIPredicate::slt, k,
-                                        cstIndex(fb, fl, *size)));
+                                        cstIndex(fb, fl, size)));
               auto pick = scf::IfOp::create(
                   fb, fl, inWindow,
                   [&](OpBuilder &tb, Location tl) {
                     SmallVector<Value> gat(at);
-                    gat[*dim] = i;
+                    gat[dim] = i;
                     gat.push_back(k);
                     Value v = tensor::ExtractOp::create(tb, tl, o[0], gat);
                     scf::YieldOp::create(
