@@ -167,6 +167,14 @@ bool Channels::waitFetch(int64_t point, uint64_t instance, Tensor &out) {
   return true;
 }
 
+bool Channels::fetchReady(int64_t point, uint64_t instance) const {
+  std::lock_guard<std::mutex> lock(mu);
+  if (instance == 0 || cancelled || closed)
+    return true;
+  auto it = fetches.find(point);
+  return it != fetches.end() && it->second.size() >= instance;
+}
+
 void Channels::waitGraphIdle() {
   std::unique_lock<std::mutex> lock(mu);
   Clock::time_point start = Clock::now();

@@ -361,6 +361,11 @@ public:
     }
     return toArray(t);
   }
+  /// Whether `fetch(point, instance)` would return without blocking (the
+  /// value is published, or the run ended or was cancelled).
+  bool ready(int64_t point, uint64_t instance) const {
+    return state->channels.fetchReady(point, instance);
+  }
   /// One value fetchInto copies.
   struct Copy {
     void *dst;
@@ -799,6 +804,7 @@ PYBIND11_MODULE(_terra_native, m) {
       .def("send_loop", &Run::sendLoop)
       .def("finish_host", &Run::finishHost)
       .def("fetch", &Run::fetch)
+      .def("ready", &Run::ready)
       .def("fetch_into", &Run::fetchInto, py::arg("items"))
       .def("wait_idle", &Run::waitIdle)
       .def("cancel", &Run::cancel)

@@ -30,7 +30,7 @@ they stop matching (tape.py).
 from __future__ import annotations
 
 import threading
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
@@ -978,10 +978,26 @@ class CoExecutor(TapeRecorder, _Recorder):
         failed); a serialized run computes it now."""
         if self.serialized:
             self.run.start()
+        if self.retired is not None:
+            self._free_retired_until(lambda: self.run.ready(fid, inst))
         arr = self.run.fetch(fid, inst)
         if self.serialized:
             self.run.wait_idle()
         return arr
+
+    def _free_retired_until(self, ready: Callable[[], bool]) -> None:
+        """Frees the previous step's records (`retired`, ~0.4 ms of
+        deallocation for DCGAN's 211 replayed entries, their placeholders
+        and autograd nodes) while the host would wait for the graph
+        anyway: a chunk of entries at a time, until `ready()` says the
+        value waited for is there. What is left goes at the end of the
+        step (replay._wait_run)."""
+        entries = self.retired.replayed
+        while not ready():
+            if not entries:
+                self.retired = None
+                return
+            del entries[-_FREE_CHUNK:]
 
     def _catch_up(self) -> None:
         """Validates everything recorded so far (backward sites resolved), so
@@ -1259,6 +1275,8 @@ _NOT_HOST_EVALUATED = frozenset({"aten._local_scalar_dense", "aten.copy_", "aten
                                  "aten.bernoulli", "aten.bernoulli_", "aten.dropout",
                                  "aten.native_dropout", "aten.multinomial", "aten.normal",
                                  "aten.poisson", "aten.rrelu_with_noise"})
+# Replayed entries freed between two polls of a fetch (~1.7 us each).
+_FREE_CHUNK = 16
 
 
 def _draw_bernoulli(name: str, args: tuple, kwargs: dict) -> bool:

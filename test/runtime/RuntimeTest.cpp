@@ -78,6 +78,22 @@ TEST(Channels, FetchInstancesPairUp) {
   EXPECT_FALSE(ch.waitFetch(3, 0, t));
 }
 
+TEST(Channels, FetchReadyIsTrueExactlyWhenAWaitWouldNotBlock) {
+  Channels ch;
+  EXPECT_FALSE(ch.fetchReady(3, 1));
+  ch.publishFetch(3, scalarF32(5));
+  EXPECT_TRUE(ch.fetchReady(3, 1));
+  EXPECT_FALSE(ch.fetchReady(3, 2));
+  EXPECT_FALSE(ch.fetchReady(4, 1));
+  EXPECT_TRUE(ch.fetchReady(3, 0)); // waitFetch fails at once
+  ch.close();                       // the run ended: every wait returns
+  EXPECT_TRUE(ch.fetchReady(3, 2));
+  EXPECT_TRUE(ch.fetchReady(4, 1));
+  Channels cancelled;
+  cancelled.cancel();
+  EXPECT_TRUE(cancelled.fetchReady(1, 1));
+}
+
 TEST(Channels, PublishedListsEveryValueByPointThenInstance) {
   Channels ch;
   ch.publishFetch(3, scalarF32(30));

@@ -32,6 +32,11 @@ public:
   void sendLoop(int64_t point, bool next);
   /// Waits for instance `instance` (1-based) of fetch point `point`.
   bool waitFetch(int64_t point, uint64_t instance, Tensor &out);
+  /// Whether `waitFetch(point, instance)` would return without blocking:
+  /// the value is published, or the run was cancelled or has ended. The
+  /// host polls it to use the time it would wait (freeing the previous
+  /// step's records) without delaying the value.
+  bool fetchReady(int64_t point, uint64_t instance) const;
 
   // Graph side.
   bool receiveFeed(int64_t point, Tensor &out);
