@@ -18,6 +18,7 @@
 #include "LoopHook.h"
 
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <frameobject.h>
 
@@ -53,14 +54,37 @@ public:
   explicit LoopHook(py::object codeInfo) : codeInfo(std::move(codeInfo)) {}
   ~LoopHook() { clear(); }
 
-  void start() {
+  /// Installs the hook. `late`: the step is already running (a replay left
+  /// its tape, python/terra/loops.py `start_late`): a generator or coroutine
+  /// resumed from then on that the hook has not seen started before it, so
+  /// its loops' iterations so far are unknown (`unknownResume`).
+  void start(bool late) {
     if (installed)
       throw py::value_error("the loop hook is already installed");
     capsule = py::capsule(this);
     PyEval_SetTrace(&LoopHook::trace, capsule.ptr());
     installed = true;
     suspended = false;
+    startedLate = late;
+    unknownResume = false;
   }
+
+  bool sawUnknownResume() const { return unknownResume; }
+
+  /// Gives `frame` activation `activation` and its loops starting at the
+  /// given offsets these counts (a late start continuing the numbering of
+  /// the tape a replay followed); later activations are numbered above.
+  void seed(py::handle frame, uint64_t activation,
+            const std::vector<std::pair<int, int>> &loopCounts) {
+    auto *f = reinterpret_cast<PyFrameObject *>(frame.ptr());
+    activations[f] = activation;
+    for (const auto &[start, n] : loopCounts)
+      counts[{activation, start}] = n;
+    issued = std::max(issued, activation);
+  }
+
+  /// Numbers later activations above `n`.
+  void reserve(uint64_t n) { issued = std::max(issued, n); }
 
   void stop() {
     if (installed && !suspended)
@@ -127,6 +151,9 @@ private:
       return 0;
     int lasti = PyFrame_GetLasti(frame);
     if (what == PyTrace_CALL) {
+      if (self->startedLate && lasti > info->entry &&
+          !self->activations.count(frame))
+        self->unknownResume = true;
       if (lasti <= info->entry || !self->activations.count(frame))
         self->activate(frame);
       return 0;
@@ -181,6 +208,8 @@ private:
   py::object capsule;
   bool installed = false;
   bool suspended = false;
+  bool startedLate = false;
+  bool unknownResume = false;
   uint64_t issued = 0;
   std::unordered_map<PyCodeObject *, CodeInfo> codes;
   std::unordered_map<PyFrameObject *, uint64_t> activations;
@@ -195,8 +224,14 @@ Counts loop iterations while a step runs, as a C trace function (see
 python/terra/loops.py). `code_info(code)` returns (entry offset, loop start
 offsets) for a code object with loops, or None.)doc")
       .def(py::init<py::object>(), py::arg("code_info"))
-      .def("start", &LoopHook::start,
-           "Installs the hook on the calling thread.")
+      .def("start", &LoopHook::start, py::arg("late") = false,
+           "Installs the hook on the calling thread (`late`: mid-step).")
+      .def("seed", &LoopHook::seed, py::arg("frame"), py::arg("activation"),
+           py::arg("loop_counts"))
+      .def("reserve", &LoopHook::reserve, py::arg("n"))
+      .def("unknown_resume", &LoopHook::sawUnknownResume,
+           "Whether, since a late start, a generator or coroutine with loops "
+           "that started before the hook was resumed.")
       .def("stop", &LoopHook::stop, "Removes the hook.")
       .def("suspend", &LoopHook::suspend,
            "Leaves tracing mode; True if the caller must resume.")

@@ -29,6 +29,7 @@ they stop matching (tape.py).
 """
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, Callable, Optional
 
@@ -442,6 +443,12 @@ class CoExecutor(TapeRecorder, _Recorder):
         self.backward_validations = 0
         self.b_pattern: list = []  # backward._pattern's node types so far
         self.deferred: list = []  # passes replayed whole whose records wait (backward.expand)
+        # The loop hook starts only if the replay leaves its tape (replay.
+        # _leave_fast); an iteration whose loop counts cannot be known then
+        # deviates and its trace is not merged (`unmerged`).
+        self.loop_counter.defer = (self.fast and _LAZY_LOOP_COUNTS
+                                   and self.tape_key not in compiled.loop_hook_keys)
+        self.unmerged = False
 
     # -- recording hooks -------------------------------------------------------
     def problem(self, text: str) -> None:
@@ -894,6 +901,10 @@ class CoExecutor(TapeRecorder, _Recorder):
                 ev = events[i]
                 if id(ev) in self.pending:
                     return
+                if self.loop_counter.late and self.loop_counter.unsure():
+                    self._deviate_unmerged("a generator that started before loops were counted was resumed "
+                                           "(loops are counted from the step's start from now on)", getattr(ev, "site", None))
+                    return
                 if self.compiled.dynamic_loops and moves_loops(ev):
                     self._move_loops(restrict(ev.loops, self.compiled.dynamic_loops))
                 if isinstance(ev, OpEvent):
@@ -1128,7 +1139,7 @@ class CoExecutor(TapeRecorder, _Recorder):
         """Cancels the run and replays the recorded ops eagerly so every
         placeholder has its value; the iteration goes on eagerly."""
         if self.fast:
-            self._leave_fast()
+            self._leave_fast((reason, site))
         if self.deviation is not None:
             return
         self.deviation = (reason, site)
@@ -1275,6 +1286,9 @@ _NOT_HOST_EVALUATED = frozenset({"aten._local_scalar_dense", "aten.copy_", "aten
                                  "aten.bernoulli", "aten.bernoulli_", "aten.dropout",
                                  "aten.native_dropout", "aten.multinomial", "aten.normal",
                                  "aten.poisson", "aten.rrelu_with_noise"})
+# Replays count loop iterations only once they leave their tape
+# (loops.LoopCounter.start_late); TERRA_LAZY_LOOP_COUNTS=0 counts them always.
+_LAZY_LOOP_COUNTS = os.environ.get("TERRA_LAZY_LOOP_COUNTS", "1") != "0"
 # Replayed entries freed between two polls of a fetch (~1.7 us each).
 _FREE_CHUNK = 16
 

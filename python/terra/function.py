@@ -211,6 +211,10 @@ class TerraFunction:
         self._node_shapes: dict[tuple, list[int]] = {}
         self.tapes: dict = {}
         self.host_dynamic: dict = {}
+        # Tape keys (argument shapes) whose replays left their tape inside a
+        # loop: they count loop iterations from the step's start (replay.
+        # TapeRecorder._leave_fast).
+        self.loop_hook_keys: set = set()
         # The last co-executed step's CoExecutor, kept alive until the next
         # replayed step waits for its run to end (see _coexec).
         self._retired: Any = None
@@ -731,7 +735,8 @@ class TerraFunction:
             step["fallback"] = f"{reason} at {where}"
             self._log(f"iteration {it}: fallback: {reason} at {where}")
             _normalize_state(self.registry)
-            self._after_trace(trace, tracing_phase=False)
+            if not ex.unmerged:
+                self._after_trace(trace, tracing_phase=False)
         self.stats.steps.append(step)
         return _with_values(result)
 

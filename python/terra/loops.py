@@ -109,13 +109,22 @@ class LoopCounter:
         self._hook = _shared_hook()
         self._loop_sites: dict[tuple, Site] = {}
         self.active = False
+        # Set before the step by a co-executor replaying a tape: the hook
+        # starts only if the replay leaves the tape (`start_late`).
+        self.defer = False
+        self.deferred = False  # the step runs, the hook not started yet
+        self.late = False  # the hook started mid-step
 
     # -- the hook ------------------------------------------------------------
     def __enter__(self) -> "LoopCounter":
         # A debugger or coverage tool owns the hook: loops are then not
         # counted (every loop is unrolled, as without loop markers).
         self.active = sys.gettrace() is None
-        if self.active:
+        self.late = False
+        self.deferred = self.active and self.defer
+        if self.deferred:
+            self.active = False
+        elif self.active:
             self._hook.start()
         return self
 
@@ -123,7 +132,127 @@ class LoopCounter:
         if self.active:
             self._hook.stop()
             self._hook.clear()
-        self.active = False
+        self.active = self.deferred = False
+
+    def start_late(self, frame: Optional[types.FrameType], frames: list, last: Optional[tuple],
+                   following: Optional[tuple], issued: int) -> bool:
+        """Starts counting in the middle of the step, with `frame` and its
+        callers on the stack. A replay that follows its tape takes every
+        op's loop context from the tape and needs no counts (nor tracing
+        mode, which made the interpreter run the host side of a replayed
+        DCGAN step ~20% slower); one that leaves its tape records from here
+        on, so the counts must go on from the tape's: `frames` are the
+        step's frames here (`sites.capture`'s pairs, innermost first), and
+        `last` the (site, loop context) of the tape's last event replayed,
+        whose activations are numbered up to `issued`, and the (site, loop
+        context) of the tape's event after it (None at the tape's end).
+        Returns False when the counts of a loop holding the current
+        instruction cannot be known (see `_continued`): the caller must not
+        trust the contexts."""
+        if not self.deferred:
+            return True
+        self.deferred = False
+        if sys.gettrace() is not None:
+            return True  # a debugger owns the hook: nothing is counted, as at a start
+        seeds, known = self._continued(frames, last, following)
+        hook = self._hook
+        hook.start(late=True)
+        self.active = self.late = True
+        hook.reserve(issued)
+        for f, act, counts in seeds:
+            hook.seed(f, act, counts)
+        while frame is not None:  # the other frames: new activations
+            hook.activation(frame)
+            frame = frame.f_back
+        return known
+
+    def _continued(self, frames: list, last: Optional[tuple], following: Optional[tuple]) -> tuple[list, bool]:
+        """The activations and loop counts of the frames on the stack as the
+        tape numbers them, from the last event replayed (its site and loop
+        context): (frame, activation, [(loop start, count)]) seeds, and
+        whether they are known. From the step's frame inwards, comparing
+        with that event's frames:
+
+        * a frame at another instruction is in the same call; a loop
+          holding both instructions is in the same iteration if it moved
+          forward, the next if it moved back; the frames inside it are
+          calls made since, whose loops had no event (any count does);
+        * a frame at the same instruction, inside a loop of its, is either
+          still running it (another op of the same call) or running it
+          again in the next iteration: the tape's next event (`following`)
+          tells which it expected: it ran it again if that event is no
+          longer at this instruction in this iteration;
+        * a frame at the same instruction outside its loops is still
+          running it, and so are the frames inside it, compared in turn.
+
+        (A replay leaves its tape because the program did something else
+        than the tape: it expected the loop to end, or another op. Counts
+        decided wrongly here give another loop structure to this
+        iteration's trace, never other values: every op is still checked
+        against the graph with its inputs.) Unknown (False) where the last
+        event's site is not a stack (a backward op's)."""
+        if not frames or not inside_loop(frames):
+            return [], True  # no loop holds the step here: fresh counts are right
+        if last is None:
+            return [], True  # no event yet this step
+        site, context = last
+        if site is None:
+            return [], False
+        levels = {lv.site: lv for lv in context}
+        theirs = list(reversed(site.frames))
+        after_frames = list(reversed(following[0].frames)) if following and following[0] is not None else []
+        after_levels = {lv.site: lv for lv in following[1]} if following else {}
+        outer: tuple[Frame, ...] = ()
+        for depth, (frame, info) in enumerate(reversed(frames)):
+            code = frame.f_code
+            then = theirs[depth] if depth < len(theirs) else None
+            if then is None or then.file != info.file or then.function != info.function:
+                return [], True  # a call made since: see above
+            holding = [(start, self._loop_site(code, start, info, outer)) for start, end in loop_ranges(code)
+                       if start <= info.offset <= end]
+            if then.offset == info.offset and holding:
+                nxt = after_frames[depth] if depth < len(after_frames) else None
+                if nxt is not None and nxt.offset == info.offset and all(
+                        after_levels.get(ls) == levels.get(ls) for _, ls in holding):
+                    outer = (info,) + outer
+                    continue  # the tape went on in this execution: so does the program
+                moved_back = True  # the same instruction again: the next iteration
+            elif then.offset == info.offset:
+                outer = (info,) + outer
+                continue
+            else:
+                moved_back = info.offset < then.offset
+            act = None
+            for start, end in loop_ranges(code):
+                lv = levels.get(self._loop_site(code, start, info, outer))
+                if lv is not None:
+                    act = lv.activation
+                    break
+            if act is None:
+                return [], True  # no earlier event in this frame's loops
+            counts = []
+            for start, ls in holding:
+                lv = levels.get(ls)
+                if lv is not None:
+                    counts.append((start, lv.iteration + moved_back))
+            return [(frame, act, counts)], True
+        return [], True
+
+    def _loop_site(self, code: types.CodeType, start: int, info: Frame, outer: tuple) -> Site:
+        """The site of the loop starting at `start` of a frame running
+        `code` (its Frame `info`), reached through the frames `outer`
+        (innermost first)."""
+        key = (code, start, outer)
+        site = self._loop_sites.get(key)
+        if site is None:
+            head = Frame(info.file, info.function, _line_of(code, start), start)
+            site = self._loop_sites[key] = Site((head,) + outer)
+        return site
+
+    def unsure(self) -> bool:
+        """Whether the counts may be wrong since a late start: a generator
+        that started before it (its loops' counts unknown) was resumed."""
+        return self.late and self._hook.unknown_resume()
 
     def suspend(self) -> bool:
         """Leaves tracing mode (the tracer's own code runs untraced); True
@@ -149,15 +278,21 @@ class LoopCounter:
                 ranges = loop_ranges(code)
             for start, end in ranges:
                 if start <= info.offset <= end:
-                    key = (code, start, outer)
-                    site = self._loop_sites.get(key)
-                    if site is None:
-                        head = Frame(info.file, info.function, _line_of(code, start), start)
-                        site = self._loop_sites[key] = Site((head,) + outer)
+                    site = self._loop_site(code, start, info, outer)
                     act = hook.activation(frame)
                     levels.append(LoopLevel(site, act, hook.count(act, start)))
             outer = (info,) + outer
         return tuple(levels)
+
+
+def inside_loop(frames: Iterable[tuple[types.FrameType, Frame]]) -> bool:
+    """Whether one of `frames` ((frame, Frame) pairs, as `sites.capture`
+    collects them) stands inside a loop of its code."""
+    for frame, info in frames:
+        for start, end in loop_ranges(frame.f_code):
+            if start <= info.offset <= end:
+                return True
+    return False
 
 
 _HOOK: Any = None

@@ -25,7 +25,7 @@ from . import backward, placeholder, sizes
 from .placeholder import Placeholder, Token, view_placeholder
 from .mlir_text import ELEMENT_TYPES
 from .runio import resolve_later, tensor_spec, to_torch
-from .sites import grad_fn_of, is_engine_site, user_line
+from .sites import capture, grad_fn_of, is_engine_site, user_line
 from .tape import (Entry, Tape, Untapeable, _match, flat_inputs, flat_results, form_matches, matches, relax_host_shapes,
                    layout_key, relaxed_arg, relaxed_value, spec_of, tensor_idents)
 from .trace import FeedEvent, OpEvent, ValueRef
@@ -849,12 +849,58 @@ class TapeRecorder:
                 run.feed(eff[1], tensor_spec(value))
             self.sent.append(eff)
 
-    def _leave_fast(self) -> None:
+    def _leave_fast(self, deviating: Optional[tuple] = None) -> None:
         """Catches up on the entries replayed so far (see tape.py): records
         them as they would have been recorded live, checks the Cursor
-        decides what the replay sent, and sends what it decides beyond it."""
+        decides what the replay sent, and sends what it decides beyond it.
+
+        A replay runs without the loop hook (loops.LoopCounter.defer): it
+        starts here, its counts going on from the tape's (LoopCounter.
+        start_late). Where they cannot be known, the iteration goes on
+        eagerly, its trace is not merged (`unmerged`), and later replays
+        with these argument shapes count loops from their start
+        (`loop_hook_keys`). `deviating`: (reason, site) of the deviation
+        that leaves the tape, if one does."""
         if not self.fast:
             return
+        counter = self.loop_counter
+        uncounted = False
+        if counter.deferred:
+            uncounted = not self._count_loops_from_here(sys._getframe(1))
+        self._catch_up_on_tape()
+        if uncounted:
+            self._deviate_unmerged(*(deviating or (
+                "the replay left its tape inside a loop whose iteration it could not tell "
+                "(loops are counted from the step's start from now on)", self.current_site)))
+
+    def _count_loops_from_here(self, frame: Any) -> bool:
+        """Starts the loop hook where the replay leaves its tape, going on
+        from the counts of the tape's last entry replayed (loops.
+        LoopCounter.start_late); False if they cannot be known."""
+        raw: list = []
+        _, reached = capture(frame, self.stop, raw)
+        entries = self.tape.entries[:self.pos]
+        issued = max((lv.activation for e in entries for lv in (e.loops or ())), default=0)
+        last = following = None
+        if entries:
+            e = entries[-1]
+            # A backward op's site is its forward op's, not a stack.
+            last = (None if e.engine else e.site, e.loops or ())
+        if self.pos < len(self.tape.entries):
+            e = self.tape.entries[self.pos]
+            following = (None if e.engine else e.site, e.loops or ())
+        return self.loop_counter.start_late(frame, raw if reached else [], last, following, issued)
+
+    def _deviate_unmerged(self, reason: str, site: Any) -> None:
+        """Deviates without merging the iteration's trace: its loop contexts
+        may be wrong (see _leave_fast). Replays with the same argument
+        shapes count loops from their start from now on."""
+        self.compiled.loop_hook_keys.add(self.tape_key)
+        if self.deviation is None:
+            self.unmerged = True
+            self._deviate(reason, site)
+
+    def _catch_up_on_tape(self) -> None:
         if self.deferred:
             backward.expand(self)
         self.fast = False

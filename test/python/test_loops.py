@@ -78,3 +78,81 @@ def test_loop_ranges_of_nested_loops():
     (outer_start, outer_end), (inner_start, inner_end) = ranges[0], ranges[1]
     assert outer_start <= inner_start <= inner_end <= outer_end
 
+
+
+def _iterations(counter, n, stop, late=None):
+    """(site, loop context) at each of `n` iterations; `late` = (k, last,
+    following, issued): the counter starts at iteration k, as a replay
+    leaving its tape there would start it (replay._count_loops_from_here)."""
+    seen = []
+    for i in range(n):
+        if late is not None and i == late[0]:
+            raw = []
+            capture(sys._getframe(), stop, raw)
+            assert counter.start_late(sys._getframe(), raw, *late[1:])
+        raw = []
+        site, _ = capture(sys._getframe(), stop, raw)
+        seen.append((site, counter.context(raw)))
+    return seen
+
+
+def test_a_late_start_goes_on_from_the_counts_of_the_last_event():
+    # A replay runs without the hook and starts it where it leaves its tape:
+    # the counts must go on from the tape's (its last event's context), or
+    # the rest of the iteration would be recorded in other loop iterations.
+    stop = sys._getframe()
+    counter = LoopCounter()
+    with counter:
+        ref = _iterations(counter, 6, stop)
+    issued = max(lv.activation for _, ctx in ref for lv in ctx)
+    late_counter = LoopCounter()
+    late_counter.defer = True
+    with late_counter:
+        assert not late_counter.active and sys.gettrace() is None  # deferred: no tracing mode
+        late = _iterations(late_counter, 6, stop, late=(3, ref[2], None, issued))
+        assert late_counter.active and not late_counter.unsure()
+    assert [c for _, c in late[:3]] == [(), (), ()]  # before the start: nothing counted
+    assert [c for _, c in late[3:]] == [c for _, c in ref[3:]]
+
+
+def test_a_late_start_in_a_new_call_numbers_its_loops_afresh():
+    # The frame holding the loop was called after the last event: no event
+    # ran in its loop, so its counts start anew (and are not unknown).
+    stop = sys._getframe()
+    counter = LoopCounter()
+    with counter:
+        ref = _iterations(counter, 2, stop)
+    late_counter = LoopCounter()
+    late_counter.defer = True
+    with late_counter:
+        raw = []
+        site, _ = capture(sys._getframe(), stop, raw)
+        # The last event ran at this test's own line, outside any loop.
+        assert late_counter.start_late(sys._getframe(), raw, (site, ()), None, 0)
+        late = _iterations(late_counter, 2, stop)
+    assert [[lv.iteration for lv in c] for _, c in late] == [[lv.iteration for lv in c] for _, c in ref]
+
+
+def test_a_generator_started_before_a_late_start_makes_the_counts_unsure():
+    # A generator suspended inside its loop when the counter starts late:
+    # where its loop stands is unknown, and the co-executor must not trust
+    # the contexts once it resumes (coexec.CoExecutor._validate).
+    def numbers():
+        for i in range(3):
+            yield i
+
+    stop = sys._getframe()
+    counter = LoopCounter()
+    counter.defer = True
+    with counter:
+        gen = numbers()
+        next(gen)
+        raw = []
+        capture(sys._getframe(), stop, raw)
+        assert counter.start_late(sys._getframe(), raw, None, None, 0)
+        assert not counter.unsure()
+        fresh = numbers()
+        next(fresh)  # started after: known
+        assert not counter.unsure()
+        next(gen)
+        assert counter.unsure()
