@@ -29,12 +29,12 @@ struct Dim {
   int64_t size, src, dst;
 };
 
-/// Copies `n` elements of `Size` bytes, `ss` / `ds` elements apart.
-template <size_t Size>
-void stridedRun(char *to, const char *from, int64_t n, int64_t ds, int64_t ss) {
+/// Copies `n` elements of `size` bytes, `ss` / `ds` elements apart; called
+/// with a constant `size`, the copy of each element is one move.
+inline void stridedRun(char *to, const char *from, int64_t n, int64_t ds,
+                       int64_t ss, int64_t size) {
   for (int64_t i = 0; i < n; ++i)
-    std::memcpy(to + i * ds * int64_t(Size), from + i * ss * int64_t(Size),
-                Size);
+    std::memcpy(to + i * ds * size, from + i * ss * size, size_t(size));
 }
 
 void innerRun(char *to, const char *from, const Dim &d, int64_t elemSize) {
@@ -44,17 +44,15 @@ void innerRun(char *to, const char *from, const Dim &d, int64_t elemSize) {
   }
   switch (elemSize) {
   case 1:
-    return stridedRun<1>(to, from, d.size, d.dst, d.src);
+    return stridedRun(to, from, d.size, d.dst, d.src, 1);
   case 2:
-    return stridedRun<2>(to, from, d.size, d.dst, d.src);
+    return stridedRun(to, from, d.size, d.dst, d.src, 2);
   case 4:
-    return stridedRun<4>(to, from, d.size, d.dst, d.src);
+    return stridedRun(to, from, d.size, d.dst, d.src, 4);
   case 8:
-    return stridedRun<8>(to, from, d.size, d.dst, d.src);
+    return stridedRun(to, from, d.size, d.dst, d.src, 8);
   default:
-    for (int64_t i = 0; i < d.size; ++i)
-      std::memcpy(to + i * d.dst * elemSize, from + i * d.src * elemSize,
-                  size_t(elemSize));
+    return stridedRun(to, from, d.size, d.dst, d.src, elemSize);
   }
 }
 

@@ -872,6 +872,14 @@ struct FakeDevice {
     t.owner = std::shared_ptr<void>(p, release);
     return t;
   }
+  /// The same, seen with `sizes` and `strides`.
+  static Tensor tensor(std::vector<float> values, std::vector<int64_t> sizes,
+                       std::vector<int64_t> strides) {
+    Tensor t = tensor(std::move(values));
+    t.sizes = std::move(sizes);
+    t.strides = std::move(strides);
+    return t;
+  }
 };
 std::mutex FakeDevice::mu;
 std::set<void *> FakeDevice::live;
@@ -901,6 +909,23 @@ std::shared_ptr<RunState> runKGraph(const CompiledGraph &g,
   run->channels.sendCase(2, 1);
   run->channels.sendLoop(3, true);
   run->channels.sendLoop(3, false);
+  runner.start(run);
+  return runner.wait();
+}
+
+/// One run of `g` in `memory` with `feeds` (point, tensor), to its end;
+/// `verifyFetches` turns the check on whatever the environment says.
+std::shared_ptr<RunState>
+runWithFeeds(const CompiledGraph &g, RunState::BufferMemory memory,
+             std::vector<std::pair<int64_t, Tensor>> feeds,
+             bool verifyFetches = false) {
+  GraphRunner runner(g);
+  auto run = std::make_shared<RunState>();
+  run->memory = memory;
+  if (verifyFetches)
+    run->verifyFetches = true;
+  for (auto &[point, t] : feeds)
+    run->channels.sendFeed(point, std::move(t));
   runner.start(run);
   return runner.wait();
 }
@@ -977,23 +1002,12 @@ module {
   }
 })mlir");
   ASSERT_TRUE(g);
-  GraphRunner runner(*g);
-  auto run = std::make_shared<RunState>();
-  run->memory = FakeDevice::inputsOnDeviceMemory();
-  Tensor x = FakeDevice::tensor({0, 1, 2, 3, 4, 5});
-  x.sizes = {2, 3};
-  x.strides = {3, 1};
-  Tensor s = FakeDevice::tensor({10});
-  s.sizes = {};
-  s.strides = {};
-  Tensor src = FakeDevice::tensor({100, 200, 300, 400});
-  src.sizes = {2, 2};
-  src.strides = {2, 1};
-  run->channels.sendFeed(1, x);
-  run->channels.sendFeed(2, s);
-  run->channels.sendFeed(3, src);
-  runner.start(run);
-  auto done = runner.wait();
+  RunState::BufferMemory memory = FakeDevice::inputsOnDeviceMemory();
+  auto done = runWithFeeds(
+      *g, memory,
+      {{1, FakeDevice::tensor({0, 1, 2, 3, 4, 5}, {2, 3}, {3, 1})},
+       {2, FakeDevice::tensor({10}, {}, {})},
+       {3, FakeDevice::tensor({100, 200, 300, 400}, {2, 2}, {2, 1})}});
   ASSERT_EQ(done->status, RunState::Status::Ok) << done->error;
   Tensor out;
   ASSERT_TRUE(done->channels.waitFetch(4, 1, out));
@@ -1015,14 +1029,10 @@ module {
   }
 })mlir");
   ASSERT_TRUE(g);
-  GraphRunner runner(*g);
-  auto run = std::make_shared<RunState>();
-  run->memory = FakeDevice::inputsOnDeviceMemory();
-  run->verifyFetches = true; // cannot hash device memory: skipped
+  RunState::BufferMemory memory = FakeDevice::inputsOnDeviceMemory();
   Tensor feed = FakeDevice::tensor({1, 2, 3, 4});
-  run->channels.sendFeed(1, feed);
-  runner.start(run);
-  auto done = runner.wait();
+  // verifyFetches: cannot hash device memory, skipped.
+  auto done = runWithFeeds(*g, memory, {{1, feed}}, /*verifyFetches=*/true);
   ASSERT_EQ(done->status, RunState::Status::Ok) << done->error;
   Tensor fedBack;
   ASSERT_TRUE(done->channels.waitFetch(3, 1, fedBack));
@@ -1047,16 +1057,11 @@ module {
   }
 })mlir");
   ASSERT_TRUE(g);
-  GraphRunner runner(*g);
-  auto run = std::make_shared<RunState>();
-  run->memory = FakeDevice::inputsOnDeviceMemory();
+  RunState::BufferMemory memory = FakeDevice::inputsOnDeviceMemory();
   // The transpose of a row-major 3x2 block {0 1; 2 3; 4 5}.
-  Tensor feed = FakeDevice::tensor({0, 1, 2, 3, 4, 5});
-  feed.sizes = {2, 3};
-  feed.strides = {1, 2};
-  run->channels.sendFeed(1, feed);
-  runner.start(run);
-  auto done = runner.wait();
+  auto done = runWithFeeds(
+      *g, memory,
+      {{1, FakeDevice::tensor({0, 1, 2, 3, 4, 5}, {2, 3}, {1, 2})}});
   ASSERT_EQ(done->status, RunState::Status::Ok) << done->error;
   Tensor y;
   ASSERT_TRUE(done->channels.waitFetch(3, 1, y));
