@@ -126,6 +126,9 @@ _MISSING = object()  # ops returning nothing cache None
 
 
 # Ops without a meta kernel -> the rule that infers their results instead.
+# Filled as meta kernels fail, and first with the ops whose meta kernel is
+# a Python decomposition that costs ~1 ms a shape (grid_sampler_2d's: Faster
+# R-CNN meets a new RoI count, a new shape, most steps).
 _RULE_ONLY: dict = {}
 
 
@@ -246,6 +249,11 @@ def _grid_sampler_2d_backward(grad_output: torch.Tensor, input: torch.Tensor, gr
     return like(input), like(grid)
 
 
+def _grid_sampler_2d(input: torch.Tensor, grid: torch.Tensor, *rest: Any, **kw: Any) -> torch.Tensor:
+    n, c = input.shape[:2]
+    return torch.empty((n, c, grid.shape[1], grid.shape[2]), dtype=input.dtype, device="meta")
+
+
 def _foreach_rule(func: Any) -> Any:
     """`_foreach_` ops (no meta kernels in torch 1.13): an in-place one
     returns nothing (its results are the tensors it writes, see
@@ -302,6 +310,7 @@ _META_RULES = {**{f"aten.__{op}shift__.{overload}": _shift
                "aten._embedding_bag_dense_backward.default": _embedding_bag_dense_backward,
                "aten._embedding_bag_per_sample_weights_backward.default":
                    _embedding_bag_per_sample_weights_backward}
+_RULE_ONLY[torch.ops.aten.grid_sampler_2d.default] = _grid_sampler_2d
 
 
 _OUT_OF_PLACE: dict[Any, Any] = {}

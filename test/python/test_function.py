@@ -891,6 +891,24 @@ def test_an_op_without_a_meta_kernel_goes_straight_to_its_rule(op, make, monkeyp
         assert func in coexec._RULE_ONLY
 
 
+@pytest.mark.parametrize("n,c,size,grid", [(63, 32, (8, 8), (4, 4)), (2, 3, (5, 7), (6, 9)), (1, 1, (1, 1), (1, 3))])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_grid_sampler_results_are_inferred_by_rule_as_the_cpu_kernel_makes_them(n, c, size, grid, dtype) -> None:
+    # Its meta kernel is a Python decomposition costing ~1 ms per new shape
+    # (Faster R-CNN's RoI count changes most steps): the rule stands for it,
+    # and must give what the CPU kernel gives.
+    from terra import coexec
+    func = torch.ops.aten.grid_sampler_2d.default
+    assert func in coexec._RULE_ONLY
+    for mode, padding, align in [(0, 0, False), (1, 1, True), (2, 2, False)]:
+        args = (torch.randn(n, c, *size, dtype=dtype), torch.rand(n, *grid, 2, dtype=dtype) * 2 - 1,
+                mode, padding, align)
+        expected = func(*args)
+        got = coexec.infer_meta(func, args, {})
+        assert got.device.type == "meta"
+        assert (got.shape, got.stride(), got.dtype) == (expected.shape, expected.stride(), expected.dtype)
+
+
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_strided_parameters_and_inputs_reach_the_graph_row_major(optimizer) -> None:
     # The CPU graph takes feeds and state as row-major buffers (identity
