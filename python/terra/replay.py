@@ -1255,7 +1255,12 @@ def _native_replay() -> Optional[Callable]:
 
 
 _MAX_TAPES = 16  # per compiled graph
-_MEMO_MAX = 16  # input layouts whose inferred recipes an entry keeps
+# Input layouts whose inferred recipes an entry keeps. A program whose
+# data-dependent sizes combine anew most steps (Faster R-CNN: the batch's
+# mask counts x the RoI count x the foreground count, ~200 combinations)
+# infers its entries again at every layout past the cap: with 16 kept that
+# was ~2 ms on most steps forever; 256 keeps a few kB per entry at most.
+_MEMO_MAX = 256
 # TERRA_TAPE=0 records every co-executed iteration (for comparisons).
 _TAPES_ENABLED = os.environ.get("TERRA_TAPE", "1") != "0"
 # TERRA_LOG=tape also says where each iteration leaves its tape.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 import torch.nn as nn
@@ -406,3 +407,35 @@ def test_a_relaxed_forward_scalar_gives_its_backward_scalar_per_value() -> None:
     stats = compare(make, batches(len(scales)), max_fallbacks=0)
     assert any(r.startswith("aten.mul.Tensor.other at <unknown>") for r in stats["relaxed_scalars"]), stats
     assert _macros(stats)[-6:] == [1] * 6, _macros(stats)
+
+
+def test_a_pass_whose_sizes_follow_a_count_with_many_values_is_replayed_whole_once_each_was_met() -> None:
+    # Faster R-CNN's RoI and foreground counts take a new combination most
+    # steps: the pass's sizes (and the recipes of the ops after the count)
+    # are kept per combination, and keeping too few of them (16 once) sent
+    # every combination past the cap through the engine and shape inference
+    # for good.
+    def make() -> tuple:
+        model = mlp(classes=4)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+
+        def step(x, y, picks):
+            out = model(x)
+            pos = out[torch.from_numpy(picks)]
+            loss = F.cross_entropy(out, y) + pos[:, :2].sigmoid().square().sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    counts = list(range(1, 31)) * 2  # 30 counts, each met twice
+    data = []
+    for i, (x, y) in enumerate(batches(len(counts), b=32)):
+        picks = np.zeros(32, dtype=bool)
+        picks[np.random.RandomState(i).permutation(32)[:counts[i]]] = True
+        data.append((x, y, picks))
+    stats = compare(make, data, max_fallbacks=0)
+    # The first time round, the steps after the pass's validation learn 20+
+    # counts' sizes; the second time round, each of those is replayed whole.
+    macros = _macros(stats)
+    assert macros[-25:] == [1] * 25, macros
