@@ -60,6 +60,8 @@ from typing import Any, Iterator, Optional
 
 import torch
 
+from torch.utils._pytree import tree_flatten
+
 from . import tracing
 from .sites import OWN_HOOKS, grad_fn_of
 from .tape import (Untapeable, flat_inputs, flat_results, hashable, layout_key, matches, relaxed_arg, spec_of,
@@ -82,7 +84,7 @@ class Block:
     or why it is never replayed whole; the rest is filled by the validation."""
 
     __slots__ = ("start", "end", "call", "state", "epoch", "leaves", "params", "pattern", "refs", "needed",
-                 "effects", "infer", "varying", "values")
+                 "effects", "infer", "varying", "values", "derive")
 
     def __init__(self, start: int, end: int, call: Any):
         self.start, self.end, self.call = start, end, call
@@ -105,6 +107,9 @@ class Block:
         # order (`_variable`) and its relaxed scalar's feed (or None).
         self.varying: tuple = ()
         self.values: dict = {}
+        # The entries `_derive` makes (those its inferences and size forms
+        # read), once worked out.
+        self.derive: Optional[tuple] = None
 
 
 def _bind(args: tuple, kwargs: dict) -> Optional[dict]:
@@ -296,9 +301,16 @@ def _fitting_block(ex: Any, q: int, args: tuple, kwargs: dict) -> Optional[tuple
             if block.varying and key is None:
                 key = _forward_key(ex, q)
             values = block.values.get(key) if block.varying else _NO_VALUES
+            derived = None
             if values is None:
-                continue  # not met since the validation: the engine-driven replay learns them (`_learn`)
-            recipes = _memo_recipes(ex, t, block, values)
+                # Not met since the validation: the sizes the engine would
+                # pass follow from the graph's size forms, or the
+                # engine-driven replay learns them (`_learn`).
+                derived = _derive(ex, t, block, key)
+                if derived is None:
+                    continue
+                values = derived[0]
+            recipes = _memo_recipes(ex, t, block, values) if derived is None else derived[1]
             if recipes is not None:
                 ex.tape = t
                 return block, recipes, values
@@ -378,6 +390,217 @@ def _learn(ex: Any, q: int) -> None:
         values = _values(ex, tape, block)
         if values is not None:
             block.values[key] = values
+
+
+# Forward keys a pass's values were learnt at (through the engine) before
+# its sizes are derived from the graph's size forms at a new key (`_derive`).
+_DERIVE_AFTER = 2
+
+
+def _derive(ex: Any, tape: Any, block: Block, key: tuple) -> Optional[tuple]:
+    """The pass's varying arguments and recipes at a forward key not met
+    yet (Faster R-CNN: a new combination of RoI, foreground and mask
+    counts most steps), without the engine: (values, recipes) as
+    `_fitting_block` takes them, kept for the key like learnt ones; None
+    if they cannot be derived (then the engine runs, `_learn`).
+
+    The sizes the engine passes (a `new_zeros` of the RoI count, reshapes
+    back to a pooled map's sizes) are dims of forward values, saved by
+    autograd. Each such argument has a size form (sizes.py): which dim of
+    which operand, or of which earlier value, it is. The graph computes
+    the argument from that form, and every replay through the engine
+    checked that the form gives what the engine passed (`replay.
+    _forms_match`); after `_DERIVE_AFTER` forward keys whose values the
+    engine gave (and the forms matched), the forms are evaluated on this
+    step's shapes instead: the graph gets the same sizes either way.
+    Shapes come from inference (`infer_meta`) on scratch placeholders made
+    entry by entry, as the engine-driven replay makes them; nothing of
+    the step is touched here."""
+    if len(block.values) < _DERIVE_AFTER or key[1] or not block.infer:
+        return None
+    entries = tape.entries
+    if any(entries[q].relaxed is not None for q in block.varying):
+        return None
+    learnt = next(iter(block.values.values()))
+    from .coexec import MetaUnavailable
+    from .replay import _view_strides
+    start = block.start
+    made: dict = {}  # entry -> its scratch results (flat)
+    values: dict = {}
+    recipes: dict = {}
+    layout = ex.layout
+
+    def tensor(ident: Any) -> Optional[torch.Tensor]:
+        if isinstance(ident, tuple) and ident and type(ident[0]) is int and ident[0] >= start:
+            flat = made.get(ident[0])
+            return flat[ident[1]] if flat is not None and ident[1] < len(flat) else None
+        return resolve(ex, ident)
+
+    def arg(s: tuple, top: bool = True) -> Any:
+        kind = s[0]
+        if kind == "V":
+            return s[2]
+        if kind == "T":
+            t = tensor(s[1])
+            if t is None:
+                raise _Underivable
+            return t
+        if kind == "F" and top:
+            return _FORM
+        if kind == "L":
+            return s[1](arg(x, False) for x in s[2])
+        raise _Underivable  # a relaxed scalar, a size inside a list
+
+    if block.derive is None:
+        block.derive = _derive_plan(entries, block)
+    # Made as inside __torch_dispatch__: with the co-executor's mode off
+    # (its own torch calls must not come back to it).
+    outside = ex.mode_on()
+    if outside:
+        ex.mode_off()
+    try:
+        with ex.pause(), torch.no_grad():
+            for q in block.derive:
+                e = entries[q]
+                sa, sk = e.spec
+                args = [arg(x) for x in sa]
+                kwargs = {k: arg(x) for k, x in sk}
+                if e.forms:
+                    _evaluate_forms(e, args, kwargs, tensor, learnt.get(q), _view_strides)
+                    values[q] = (_variable(e.spec, tuple(args), kwargs), None, None)
+                flat = flat_inputs(args, kwargs)
+                if e.infer:
+                    out = ex._placeholders(e.func, e.name, tuple(args), kwargs)
+                    results = [out] if e.struct is None else list(out) if e.struct in (list, tuple) \
+                        else tree_flatten(out)[0]
+                    got, real_made = ex._recipe_list(results, flat)
+                    if real_made:
+                        return None
+                    recipes[q] = tuple(got)
+                    if _aliases(recipes[q]) != block.infer[q]:
+                        return None
+                    out = results
+                else:
+                    out = ex._make_results(e, flat)
+                    out = [out] if e.struct is None else list(out) if e.struct in (list, tuple) \
+                        else tree_flatten(out)[0]
+                made[q] = out
+    except (_Underivable, MetaUnavailable, RuntimeError, ValueError, TypeError, IndexError):
+        return None
+    finally:
+        if outside:
+            ex.mode_back()
+    if any(q not in values for q in block.varying):
+        return None
+    if len(block.values) < _VALUES_MAX:
+        block.values[key] = values
+    for q, r in recipes.items():
+        e = entries[q]
+        if e.memo is not None and len(e.memo) < _MEMO_MAX_OF():
+            e.memo.setdefault(layout_key(layout, e, None), r)
+    return values, recipes
+
+
+def _derive_plan(entries: list, block: Block) -> tuple:
+    """The entries `_derive` makes, in order: the inferred ones and what
+    their arguments and size forms read inside the pass, transitively
+    (the pass's other results are not needed for shapes)."""
+    start, end = block.start, block.end
+    wanted = set(block.infer)
+    for q in range(end - 1, start - 1, -1):
+        if q not in wanted:
+            continue
+        e = entries[q]
+        idents = _idents_in(e)
+        for _, extra in (e.forms or {}).values():
+            idents.extend(extra)
+        wanted.update(i[0] for i in idents
+                      if isinstance(i, tuple) and i and type(i[0]) is int and start <= i[0] < q)
+    return tuple(sorted(wanted))
+
+
+class _Underivable(Exception):
+    """An argument `_derive` cannot make."""
+
+
+_FORM = object()  # an argument a size form gives (`_evaluate_forms`)
+
+
+def _evaluate_forms(e: Any, args: list, kwargs: dict, tensor: Any, learnt: Any, view_strides: Any) -> None:
+    """Fills entry `e`'s size arguments (`_FORM` in `args`/`kwargs`) from
+    their forms (sizes.py) on the operands' shapes. A reshape's inferred
+    entry (-1 in the form) is what the others leave of the operand's
+    elements, or -1 where the engine passed -1 (`learnt`: the entry's
+    values at a learnt key)."""
+    tensors: list = []
+    for _, v in tracing.passed_args(tracing.op_info(e.func).args, tuple(args), kwargs):
+        if isinstance(v, torch.Tensor):
+            tensors.append(v)
+        elif isinstance(v, (list, tuple)):
+            tensors.extend(x for x in v if isinstance(x, torch.Tensor))
+    # The learnt values are the spec's size arguments in order (`_variable`).
+    sa, sk = e.spec
+    where_in_spec = [i for i, x in enumerate(sa) if x[0] == "F"] + [k for k, x in sk if x[0] == "F"]
+    if learnt is None or len(learnt[0]) != len(where_in_spec):
+        raise _Underivable
+    shown = dict(zip(where_in_spec, learnt[0]))
+    strides_at = None
+    for where, (form, extra) in e.forms.items():
+        if form == "view-strides":
+            strides_at = where
+            continue
+        operands = tensors + [tensor(i) for i in extra] if extra else tensors
+        if any(t is None for t in operands):
+            raise _Underivable
+        value = _form_value(form, operands, shown.get(where))
+        if type(where) is int:
+            args[where] = value
+        else:
+            kwargs[where] = value
+    if strides_at is not None:
+        size = args[1] if len(args) > 1 else kwargs.get("size")
+        strides = view_strides(args[0], size)
+        if strides is None:
+            raise _Underivable
+        if type(strides_at) is int:
+            args[strides_at] = strides
+        else:
+            kwargs[strides_at] = strides
+    if any(a is _FORM for a in args) or any(a is _FORM for a in kwargs.values()):
+        raise _Underivable
+
+
+def _form_value(form: Any, operands: list, learnt: Any) -> Any:
+    from .sizes import SymDim
+    if isinstance(form, SymDim):
+        return int(operands[form.operand].shape[form.dim])
+    if not isinstance(form, list) or not isinstance(learnt, list) or len(learnt) != len(form):
+        raise _Underivable
+    out: list = []
+    inferred = None
+    for i, f in enumerate(form):
+        if isinstance(f, SymDim):
+            out.append(int(operands[f.operand].shape[f.dim]))
+        elif f == -1 and learnt[i] != -1:
+            inferred = i
+            out.append(1)
+        else:
+            out.append(f)
+    if inferred is not None:
+        known = 1
+        for i, v in enumerate(out):
+            if i != inferred and v != -1:
+                known *= v
+        n = operands[0].numel() if operands else 0
+        if known <= 0 or n % known:
+            raise _Underivable
+        out[inferred] = n // known
+    return out
+
+
+def _MEMO_MAX_OF() -> int:
+    from .replay import _MEMO_MAX
+    return _MEMO_MAX
 
 
 def _memo_recipes(ex: Any, tape: Any, block: Block, values: dict) -> Optional[dict]:
