@@ -91,17 +91,17 @@ void trimTo(Cache &c, size_t target) {
 } // namespace
 
 size_t hostSizeClass(size_t size) {
-  if (size < kMinCached)
-    return 0;
+  if (size <= kSmallClasses)
+    return size ? alignUp(size, kBaseAlign) : kBaseAlign;
   // Four classes per power of two, as for device memory.
   return CachingAllocator::sizeClass(size);
 }
 
 void *hostAlloc(size_t size, size_t alignment) {
   alignment = alignment <= kBaseAlign ? kBaseAlign : powerOf2Ceil(alignment);
-  size_t sizeClass = alignment == kBaseAlign ? hostSizeClass(size) : 0;
-  if (sizeClass == 0)
+  if (alignment != kBaseAlign)
     return systemAlloc(size ? size : 1, alignment, 0);
+  size_t sizeClass = hostSizeClass(size);
   Cache &c = cache();
   {
     std::lock_guard<std::mutex> lock(c.mu);

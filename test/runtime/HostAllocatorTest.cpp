@@ -31,10 +31,15 @@ protected:
 };
 
 TEST_F(HostAllocator, SizeClassesWasteAtMostAQuarter) {
-  EXPECT_EQ(hostSizeClass(kMinCached - 1), 0u); // not cached
-  EXPECT_EQ(hostSizeClass(kMinCached), kMinCached);
-  for (size_t s : {size_t(65537), size_t(100000), size_t(1) << 20,
-                   (size_t(1) << 20) + 1, size_t(3) << 22, size_t(123456789)}) {
+  // Small blocks: multiples of 64 bytes (a block's alignment anyway).
+  EXPECT_EQ(hostSizeClass(0), 64u);
+  EXPECT_EQ(hostSizeClass(1), 64u);
+  EXPECT_EQ(hostSizeClass(64), 64u);
+  EXPECT_EQ(hostSizeClass(65), 128u);
+  EXPECT_EQ(hostSizeClass(kSmallClasses), kSmallClasses);
+  for (size_t s : {size_t(513), size_t(1000), size_t(4097), size_t(65537),
+                   size_t(100000), size_t(1) << 20, (size_t(1) << 20) + 1,
+                   size_t(3) << 22, size_t(123456789)}) {
     size_t c = hostSizeClass(s);
     EXPECT_GE(c, s);
     EXPECT_LE(c - s, s / 4) << s;
@@ -57,15 +62,27 @@ TEST_F(HostAllocator, ReusesAFreedBlockOfTheSameClass) {
   hostFree(b);
 }
 
-TEST_F(HostAllocator, SmallBlocksAreNotCached) {
+TEST_F(HostAllocator, SmallBlocksAreCachedToo) {
+  // (glibc's aligned_alloc splits a larger chunk for every small block.)
   void *a = hostAlloc(100);
   ASSERT_NE(a, nullptr);
+  std::memset(a, 1, 100);
   hostFree(a);
+  EXPECT_EQ(hostCacheStats().cachedBytes, 128u);
+  void *b = hostAlloc(90); // same class
+  EXPECT_EQ(a, b);
   EXPECT_EQ(hostCacheStats().cachedBytes, 0u);
+  hostFree(b);
   void *z = hostAlloc(0); // a valid, freeable block
   ASSERT_NE(z, nullptr);
   hostFree(z);
   hostFree(nullptr);
+}
+
+TEST_F(HostAllocator, BlocksAlignedBeyondTheBaseAreNotCached) {
+  void *p = hostAlloc(1 << 20, 4096);
+  hostFree(p);
+  EXPECT_EQ(hostCacheStats().cachedBytes, 0u);
 }
 
 TEST_F(HostAllocator, BlocksAreAligned) {
@@ -103,7 +120,7 @@ TEST_F(HostAllocator, ThreadsAllocateAndFreeConcurrently) {
   auto work = [](int seed) {
     std::vector<void *> held;
     for (int i = 0; i < 2000; ++i) {
-      size_t size = kMinCached * (1 + (i * 7 + seed) % 5);
+      size_t size = (size_t(1) << 10) * (1 + (i * 7 + seed) % 67);
       void *p = hostAlloc(size);
       static_cast<char *>(p)[size - 1] = char(i);
       held.push_back(p);

@@ -11,13 +11,17 @@
 // class, and handed out again, as PyTorch's CUDA caching allocator does for
 // device memory.
 //
-// Blocks of at least kMinCached bytes are rounded up to a size class (four
-// per power of two, so at most 25% is wasted) and cached on free while the
-// cache holds less than its limit (setHostCacheLimit; TERRA_HOST_CACHE_MB
-// from Python); smaller blocks go to malloc and back, where glibc's bins
-// already reuse them. Every block starts 64-byte aligned (or at the
-// requested alignment) after a small header that records its class, so
-// hostFree needs no lookup. Thread-safe: buffers are freed by the graph's
+// Every block is rounded up to a size class (multiples of 64 bytes up to
+// kSmallClasses, then four per power of two, so at most 25% is wasted) and
+// cached on free while the cache holds less than its limit
+// (setHostCacheLimit; TERRA_HOST_CACHE_MB from Python). Small blocks are
+// cached too: a 64-byte-aligned block from glibc (aligned_alloc) is carved
+// out of a larger chunk whose ends go back to its bins, and that splitting
+// and coalescing was ~15% of a graph-bound step's runner thread in `perf`
+// (SDPoint: many small activations). Every block starts 64-byte aligned
+// (or at the requested alignment) after a small header that records its
+// class, so hostFree needs no lookup. Blocks aligned to more than 64
+// bytes are not cached. Thread-safe: buffers are freed by the graph's
 // runner thread and, once fetched, by the host when the last tensor
 // viewing them dies.
 //
@@ -30,8 +34,8 @@
 
 namespace terra::rt {
 
-/// Blocks smaller than this are not cached.
-constexpr size_t kMinCached = size_t(64) << 10;
+/// Blocks up to this size are rounded up to a multiple of 64 bytes.
+constexpr size_t kSmallClasses = 512;
 
 /// A block of at least `size` bytes, aligned to max(alignment, 64); never
 /// null (aborts when the system is out of memory, as malloc's callers in
