@@ -108,7 +108,7 @@ class Block:
         self.varying: tuple = ()
         self.values: dict = {}
         # The entries `_derive` makes (those its inferences and size forms
-        # read), once worked out.
+        # read), once worked out; () once it failed (the engine runs).
         self.derive: Optional[tuple] = None
 
 
@@ -416,11 +416,34 @@ def _derive(ex: Any, tape: Any, block: Block, key: tuple) -> Optional[tuple]:
     Shapes come from inference (`infer_meta`) on scratch placeholders made
     entry by entry, as the engine-driven replay makes them; nothing of
     the step is touched here."""
-    if len(block.values) < _DERIVE_AFTER or key[1] or not block.infer:
+    if len(block.values) < _DERIVE_AFTER or key[1] or not block.infer or block.derive == ():
         return None
     entries = tape.entries
     if any(entries[q].relaxed is not None for q in block.varying):
         return None
+    if block.derive is None:
+        block.derive = _derive_plan(entries, block)
+    derived = _derived(ex, tape, block)
+    if derived is None:
+        # Not derivable (a real result, an argument it cannot make, a failed
+        # inference): the engine runs this pass from now on, without paying
+        # for a failed attempt at every new key.
+        block.derive = ()
+        return None
+    values, recipes = derived
+    if len(block.values) < _VALUES_MAX:
+        block.values[key] = values
+    layout = ex.layout
+    for q, r in recipes.items():
+        e = entries[q]
+        if e.memo is not None and len(e.memo) < _MEMO_MAX_OF():
+            e.memo.setdefault(layout_key(layout, e, None), r)
+    return values, recipes
+
+
+def _derived(ex: Any, tape: Any, block: Block) -> Optional[tuple]:
+    """(values, recipes) of `_derive`, made along `block.derive`, or None."""
+    entries = tape.entries
     learnt = next(iter(block.values.values()))
     from .coexec import MetaUnavailable
     from .replay import _view_strides
@@ -428,7 +451,6 @@ def _derive(ex: Any, tape: Any, block: Block, key: tuple) -> Optional[tuple]:
     made: dict = {}  # entry -> its scratch results (flat)
     values: dict = {}
     recipes: dict = {}
-    layout = ex.layout
 
     def tensor(ident: Any) -> Optional[torch.Tensor]:
         if isinstance(ident, tuple) and ident and type(ident[0]) is int and ident[0] >= start:
@@ -451,8 +473,6 @@ def _derive(ex: Any, tape: Any, block: Block, key: tuple) -> Optional[tuple]:
             return s[1](arg(x, False) for x in s[2])
         raise _Underivable  # a relaxed scalar, a size inside a list
 
-    if block.derive is None:
-        block.derive = _derive_plan(entries, block)
     # Made as inside __torch_dispatch__: with the co-executor's mode off
     # (its own torch calls must not come back to it).
     outside = ex.mode_on()
@@ -485,19 +505,13 @@ def _derive(ex: Any, tape: Any, block: Block, key: tuple) -> Optional[tuple]:
                     out = [out] if e.struct is None else list(out) if e.struct in (list, tuple) \
                         else tree_flatten(out)[0]
                 made[q] = out
-    except (_Underivable, MetaUnavailable, RuntimeError, ValueError, TypeError, IndexError):
+    except (_Underivable, MetaUnavailable, RuntimeError, ValueError, TypeError, IndexError, KeyError):
         return None
     finally:
         if outside:
             ex.mode_back()
     if any(q not in values for q in block.varying):
         return None
-    if len(block.values) < _VALUES_MAX:
-        block.values[key] = values
-    for q, r in recipes.items():
-        e = entries[q]
-        if e.memo is not None and len(e.memo) < _MEMO_MAX_OF():
-            e.memo.setdefault(layout_key(layout, e, None), r)
     return values, recipes
 
 

@@ -505,3 +505,19 @@ def test_a_deviation_after_a_pass_with_derived_sizes_replays_its_ops_with_them()
     fell = stats["fallback_log"][0]["iteration"]
     # (the deviating step had replayed its pass whole, at a count not met before)
     assert fell == 10 and stats["steps"][fell].get("backward_macros") == 1, stats["steps"]
+
+
+def test_a_pass_whose_sizes_cannot_be_derived_runs_through_the_engine_without_trying_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A failed derivation (a real result, a failed inference) would cost its
+    # attempt at every new key: the pass goes to the engine from then on.
+    calls = []
+
+    def fails(ex: Any, tape: Any, block: Any) -> None:
+        calls.append(block.start)
+        return None
+    monkeypatch.setattr(backward, "_derived", fails)
+    stats = compare(_picks_program(), _picked(_NEW_COUNTS, 16), max_fallbacks=0)
+    assert len(calls) == 1, calls
+    macros = _macros(stats)
+    assert sum(macros) == 0 and len(macros) > 8, macros
