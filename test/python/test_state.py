@@ -53,6 +53,19 @@ def test_slots_follow_changes_of_modules_and_optimizers() -> None:
     _same(reg)
     del model.extra
     _same(reg)
+    # Only names change (the same objects): the check that skips the
+    # named walk (`_fingerprint`) must see it.
+    lin = model[0]
+    b = lin.bias
+    del lin.bias
+    lin.register_parameter("b2", b)  # (the last one: the order stays)
+    _same(reg)
+    assert "param:0.b2" in [s.name for s in reg.slots()]
+    model.add_module("again", model[2])  # a module shared under two names
+    _same(reg)
+    model._modules["again2"] = model._modules.pop("again")  # renamed in place
+    _same(reg)
+    assert reg.slots() == reg.slots()
 
 
 def test_cached_slots_set_the_current_objects() -> None:
