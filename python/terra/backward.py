@@ -393,8 +393,9 @@ def _learn(ex: Any, q: int) -> None:
 
 
 # Forward keys a pass's values were learnt at (through the engine) before
-# its sizes are derived from the graph's size forms at a new key (`_derive`).
-_DERIVE_AFTER = 2
+# its sizes are derived from the graph's size forms at a new key (`_derive`);
+# TERRA_DERIVE_SIZES=0: never (every new key's pass runs through the engine).
+_DERIVE_AFTER = 2 if os.environ.get("TERRA_DERIVE_SIZES", "1") != "0" else sys.maxsize
 
 
 def _derive(ex: Any, tape: Any, block: Block, key: tuple) -> Optional[tuple]:

@@ -8,6 +8,10 @@ stopped being used, or was used where the engine would have done something
 else (a hook, another graph, another gradient state), fails."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -521,3 +525,11 @@ def test_a_pass_whose_sizes_cannot_be_derived_runs_through_the_engine_without_tr
     assert len(calls) == 1, calls
     macros = _macros(stats)
     assert sum(macros) == 0 and len(macros) > 8, macros
+
+
+
+def test_terra_derive_sizes_0_leaves_new_keys_to_the_engine() -> None:
+    code = "import sys, terra.backward as b; sys.exit(0 if b._DERIVE_AFTER == sys.maxsize else 1)"
+    python_dir = str(Path(terra.__file__).resolve().parents[1])
+    env = {**os.environ, "TERRA_DERIVE_SIZES": "0", "PYTHONPATH": python_dir}
+    assert subprocess.run([sys.executable, "-c", code], env=env).returncode == 0
