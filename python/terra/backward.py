@@ -60,11 +60,9 @@ from typing import Any, Iterator, Optional
 
 import torch
 
-from torch.utils._pytree import tree_flatten
-
-from . import tracing
+from . import sizes, tracing
 from .sites import OWN_HOOKS, grad_fn_of
-from .tape import (Untapeable, flat_inputs, flat_results, hashable, layout_key, matches, relaxed_arg, spec_of,
+from .tape import (MEMO_MAX, Untapeable, flat_inputs, flat_results, hashable, layout_key, matches, relaxed_arg, spec_of,
                    tensor_idents)
 
 ENABLED = os.environ.get("TERRA_BACKWARD_MACRO", "1") != "0"
@@ -319,7 +317,7 @@ def _fitting_block(ex: Any, q: int, args: tuple, kwargs: dict) -> Optional[tuple
 
 _NO_VALUES: dict = {}
 # Forward keys whose values a pass keeps (a pass whose key is not kept goes
-# through the engine, ~2 ms on Faster R-CNN); as replay._MEMO_MAX.
+# through the engine, ~2 ms on Faster R-CNN); as tape.MEMO_MAX.
 _VALUES_MAX = 256
 
 
@@ -437,7 +435,7 @@ def _derive(ex: Any, tape: Any, block: Block, key: tuple) -> Optional[tuple]:
     layout = ex.layout
     for q, r in recipes.items():
         e = entries[q]
-        if e.memo is not None and len(e.memo) < _MEMO_MAX_OF():
+        if e.memo is not None and len(e.memo) < MEMO_MAX:
             e.memo.setdefault(layout_key(layout, e, None), r)
     return values, recipes
 
@@ -447,7 +445,6 @@ def _derived(ex: Any, tape: Any, block: Block) -> Optional[tuple]:
     entries = tape.entries
     learnt = next(iter(block.values.values()))
     from .coexec import MetaUnavailable
-    from .replay import _view_strides
     start = block.start
     made: dict = {}  # entry -> its scratch results (flat)
     values: dict = {}
@@ -487,24 +484,19 @@ def _derived(ex: Any, tape: Any, block: Block) -> Optional[tuple]:
                 args = [arg(x) for x in sa]
                 kwargs = {k: arg(x) for k, x in sk}
                 if e.forms:
-                    _evaluate_forms(e, args, kwargs, tensor, learnt.get(q), _view_strides)
+                    _evaluate_forms(e, args, kwargs, tensor, learnt.get(q))
                     values[q] = (_variable(e.spec, tuple(args), kwargs), None, None)
                 flat = flat_inputs(args, kwargs)
                 if e.infer:
-                    out = ex._placeholders(e.func, e.name, tuple(args), kwargs)
-                    results = [out] if e.struct is None else list(out) if e.struct in (list, tuple) \
-                        else tree_flatten(out)[0]
-                    got, real_made = ex._recipe_list(results, flat)
+                    out = flat_results(ex._placeholders(e.func, e.name, tuple(args), kwargs), e.struct)
+                    got, real_made = ex._recipe_list(out, flat)
                     if real_made:
                         return None
                     recipes[q] = tuple(got)
                     if _aliases(recipes[q]) != block.infer[q]:
                         return None
-                    out = results
                 else:
-                    out = ex._make_results(e, flat)
-                    out = [out] if e.struct is None else list(out) if e.struct in (list, tuple) \
-                        else tree_flatten(out)[0]
+                    out = flat_results(ex._make_results(e, flat), e.struct)
                 made[q] = out
     except (_Underivable, MetaUnavailable, RuntimeError, ValueError, TypeError, IndexError, KeyError):
         return None
@@ -541,18 +533,14 @@ class _Underivable(Exception):
 _FORM = object()  # an argument a size form gives (`_evaluate_forms`)
 
 
-def _evaluate_forms(e: Any, args: list, kwargs: dict, tensor: Any, learnt: Any, view_strides: Any) -> None:
+def _evaluate_forms(e: Any, args: list, kwargs: dict, tensor: Any, learnt: Any) -> None:
     """Fills entry `e`'s size arguments (`_FORM` in `args`/`kwargs`) from
     their forms (sizes.py) on the operands' shapes. A reshape's inferred
     entry (-1 in the form) is what the others leave of the operand's
     elements, or -1 where the engine passed -1 (`learnt`: the entry's
     values at a learnt key)."""
-    tensors: list = []
-    for _, v in tracing.passed_args(tracing.op_info(e.func).args, tuple(args), kwargs):
-        if isinstance(v, torch.Tensor):
-            tensors.append(v)
-        elif isinstance(v, (list, tuple)):
-            tensors.extend(x for x in v if isinstance(x, torch.Tensor))
+    from .replay import _view_strides, form_operands
+    tensors = form_operands(e.func, tuple(args), kwargs)
     # The learnt values are the spec's size arguments in order (`_variable`).
     sa, sk = e.spec
     where_in_spec = [i for i, x in enumerate(sa) if x[0] == "F"] + [k for k, x in sk if x[0] == "F"]
@@ -574,7 +562,7 @@ def _evaluate_forms(e: Any, args: list, kwargs: dict, tensor: Any, learnt: Any, 
             kwargs[where] = value
     if strides_at is not None:
         size = args[1] if len(args) > 1 else kwargs.get("size")
-        strides = view_strides(args[0], size)
+        strides = _view_strides(args[0], size)
         if strides is None:
             raise _Underivable
         if type(strides_at) is int:
@@ -586,21 +574,15 @@ def _evaluate_forms(e: Any, args: list, kwargs: dict, tensor: Any, learnt: Any, 
 
 
 def _form_value(form: Any, operands: list, learnt: Any) -> Any:
-    from .sizes import SymDim
-    if isinstance(form, SymDim):
-        return int(operands[form.operand].shape[form.dim])
+    """A size argument from its form (`sizes.resolve`); a reshape's -1
+    entry is the engine's number (what the other entries leave of the
+    operand's elements) unless the engine passed -1 there (`learnt`)."""
+    if isinstance(form, sizes.SymDim):
+        return sizes.resolve(form, operands)
     if not isinstance(form, list) or not isinstance(learnt, list) or len(learnt) != len(form):
         raise _Underivable
-    out: list = []
-    inferred = None
-    for i, f in enumerate(form):
-        if isinstance(f, SymDim):
-            out.append(int(operands[f.operand].shape[f.dim]))
-        elif f == -1 and learnt[i] != -1:
-            inferred = i
-            out.append(1)
-        else:
-            out.append(f)
+    out = list(sizes.resolve(form, operands))
+    inferred = next((i for i, (f, v) in enumerate(zip(form, learnt)) if f == -1 and v != -1), None)
     if inferred is not None:
         known = 1
         for i, v in enumerate(out):
@@ -611,11 +593,6 @@ def _form_value(form: Any, operands: list, learnt: Any) -> Any:
             raise _Underivable
         out[inferred] = n // known
     return out
-
-
-def _MEMO_MAX_OF() -> int:
-    from .replay import _MEMO_MAX
-    return _MEMO_MAX
 
 
 def _memo_recipes(ex: Any, tape: Any, block: Block, values: dict) -> Optional[dict]:

@@ -26,8 +26,8 @@ from .placeholder import Placeholder, Token, view_placeholder
 from .mlir_text import ELEMENT_TYPES
 from .runio import resolve_later, tensor_spec, to_torch
 from .sites import capture, grad_fn_of, is_engine_site, user_line
-from .tape import (Entry, Tape, Untapeable, _match, flat_inputs, flat_results, form_matches, matches, relax_host_shapes,
-                   layout_key, relaxed_arg, relaxed_value, spec_of, tensor_idents)
+from .tape import (MEMO_MAX, Entry, Tape, Untapeable, _match, flat_inputs, flat_results, form_matches, matches,
+                   relax_host_shapes, layout_key, relaxed_arg, relaxed_value, spec_of, tensor_idents)
 from .trace import FeedEvent, OpEvent, ValueRef
 from .tracing import HOST_VALUE_OPS, _flat_tensors_deep, op_info, passed_args
 
@@ -376,14 +376,7 @@ class TapeRecorder:
         return self.compiled.node_shape(handle[0], ref.result) if handle is not None else None
 
     def _forms_match(self, e: Entry, func: Any, args: tuple, kwargs: dict) -> bool:
-        # The op's tensor operands in schema order (tracing._operands), which
-        # symbolic sizes refer to.
-        tensors: list = []
-        for _, v in passed_args(op_info(func).args, args, kwargs):
-            if isinstance(v, torch.Tensor):
-                tensors.append(v)
-            elif isinstance(v, (list, tuple)):
-                tensors.extend(x for x in v if isinstance(x, torch.Tensor))
+        tensors = form_operands(func, args, kwargs)
         for key, (form, extra) in e.forms.items():
             v = args[key] if type(key) is int else kwargs.get(key)
             if form == "view-strides":  # _reshape_alias's strides: those of the view it stands for
@@ -587,7 +580,7 @@ class TapeRecorder:
             out = self._make_results(e, flat, memo_recipes)
         elif inferred is not None:
             out = inferred
-            if memo_key is not None and len(e.memo) < _MEMO_MAX:
+            if memo_key is not None and len(e.memo) < MEMO_MAX:
                 results = [out] if e.struct is None else list(out) if e.struct in (list, tuple) \
                     else tree_flatten(out)[0]
                 recipes, real_made = self._recipe_list(results, flat)
@@ -1136,6 +1129,18 @@ def _view_of_real(ex: TapeRecorder, r: tuple, target: torch.Tensor) -> Placehold
     return view_placeholder(target, r[2], r[3], r[4], r[5], ex._token_of(target), r[6], ex.base(target))
 
 
+def form_operands(func: Any, args: tuple, kwargs: dict) -> list:
+    """An op's tensor operands in schema order (tracing._operands), which
+    the symbolic sizes of its forms refer to (sizes.SymDim)."""
+    tensors: list = []
+    for _, v in passed_args(op_info(func).args, args, kwargs):
+        if isinstance(v, torch.Tensor):
+            tensors.append(v)
+        elif isinstance(v, (list, tuple)):
+            tensors.extend(x for x in v if isinstance(x, torch.Tensor))
+    return tensors
+
+
 def _view_strides(x: Any, size: Any) -> Optional[list]:
     """The strides of `x.view(size)` (what reshape passes `_reshape_alias`),
     from metadata only; None if it is no view."""
@@ -1255,12 +1260,6 @@ def _native_replay() -> Optional[Callable]:
 
 
 _MAX_TAPES = 16  # per compiled graph
-# Input layouts whose inferred recipes an entry keeps. A program whose
-# data-dependent sizes combine anew most steps (Faster R-CNN: the batch's
-# mask counts x the RoI count x the foreground count, ~200 combinations)
-# infers its entries again at every layout past the cap: with 16 kept that
-# was ~2 ms on most steps forever; 256 keeps a few kB per entry at most.
-_MEMO_MAX = 256
 # TERRA_TAPE=0 records every co-executed iteration (for comparisons).
 _TAPES_ENABLED = os.environ.get("TERRA_TAPE", "1") != "0"
 # TERRA_LOG=tape also says where each iteration leaves its tape.

@@ -366,6 +366,16 @@ def hashable(v: Any) -> Any:
     return tuple(v) if isinstance(v, list) else v
 
 
+# Input layouts whose inferred recipes an entry keeps (`Entry.memo`: the
+# replay's and the whole backward pass's, replay.py and backward.py). A
+# program whose data-dependent sizes combine anew most steps (Faster R-CNN:
+# the batch's mask counts x the RoI count x the foreground count, ~200
+# combinations) infers its entries again at every layout past the cap: with
+# 16 kept that was ~2 ms on most steps forever; 256 keeps a few kB per
+# entry at most.
+MEMO_MAX = 256
+
+
 def layout_key(layout: list, e: Entry, v: Any) -> tuple:
     """An inferred entry's memo key: the data-dependent sizes met so far
     (`layout`) and its relaxed scalar `v` (fed, so unchecked), if any."""

@@ -7,13 +7,13 @@
 // maps every large one afresh (mmap above its threshold, or a heap it trims
 // back on free), so each step pays a page fault and the kernel's zeroing
 // for every 4 KiB it touches: a quarter of a 512-wide MLP step's CPU time
-// in `perf`. Freed large blocks are kept instead, in free lists by size
-// class, and handed out again, as PyTorch's CUDA caching allocator does for
+// in `perf`. Freed blocks are kept instead, in free lists by size class,
+// and handed out again, as PyTorch's CUDA caching allocator does for
 // device memory.
 //
 // Every block is rounded up to a size class (multiples of 64 bytes up to
-// kSmallClasses, then four per power of two, so at most 25% is wasted) and
-// cached on free while the cache holds less than its limit
+// kSmallClasses, then four per power of two: above it at most 25% is
+// wasted) and cached on free while the cache holds less than its limit
 // (setHostCacheLimit; TERRA_HOST_CACHE_MB from Python). Small blocks are
 // cached too: a 64-byte-aligned block from glibc (aligned_alloc) is carved
 // out of a larger chunk whose ends go back to its bins, and that splitting
