@@ -39,6 +39,7 @@
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Layout.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/tensor_memoryformats.h>
 #include <torch/library.h>
@@ -262,6 +263,21 @@ PYBIND11_MODULE(_terra_dispatch, m) {
       py::arg("on"),
       "Includes the hook's dispatch key in this thread's local keys (or "
       "not); returns whether it was included.");
+  m.def(
+      "bump_versions",
+      [](py::list tensors) {
+        // A commit writes state tensors in place outside torch (Run.
+        // fetch_into): their autograd versions go up as an in-place op's
+        // would, without dispatching a no-op copy per tensor.
+        for (py::handle h : tensors) {
+          if (!THPVariable_Check(h.ptr()))
+            throw py::type_error("bump_versions takes tensors");
+          torch::autograd::impl::bump_version(THPVariable_Unpack(h.ptr()));
+        }
+      },
+      py::arg("tensors"),
+      "Bumps each tensor's autograd version counter, as an in-place op "
+      "does.");
   m.def(
       "counts",
       [] {

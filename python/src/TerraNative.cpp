@@ -12,6 +12,7 @@
 #include "HostRng.h"
 #include "LoopHook.h"
 #include "NativeReplay.h"
+#include "StateWalk.h"
 #include "terra/Frontend/Session.h"
 #include "terra/Runtime/GraphRunner.h"
 #include "terra/Runtime/HostAllocator.h"
@@ -696,6 +697,7 @@ PYBIND11_MODULE(_terra_native, m) {
   terra::bindLoopHook(m);
   terra::bindNativeReplay(m);
   terra::bindHostRng(m);
+  terra::bindStateWalk(m);
 
   py::class_<Session>(m, "Session")
       .def(py::init<>())

@@ -40,7 +40,7 @@ from . import backward, dropout, native, relax, replay, tracing
 from .placeholder import Placeholder, Token, ValueUnavailable, real, view_placeholder
 from .loops import restrict, transitions
 from .replay import _MISS, TapeRecorder, WeakResults, _Replayed, logged_outputs
-from .runio import resolve_later, tensor_spec, to_torch
+from .runio import resolve_later, tensor_spec, tensor_specs, to_torch
 from .sites import Site, engine_frame, user_line
 from .tape import End, Entry, Tape, flat_inputs, relax_spec
 from .trace import ConstSource, FeedEvent, OpEvent, StateEvent, ValueRef, moves_loops
@@ -382,7 +382,8 @@ class CoExecutor(TapeRecorder, _Recorder):
         self.graph_reads = 0
         self.host_reads = 0
         now = self.initial_tensors
-        states = [tensor_spec(compiled.state_value(name, now)) for name in compiled.state_names]
+        value = compiled.state_value
+        states = tensor_specs([value(name, now) for name in compiled.state_names])
         # State name -> the spec its tensor crossed with: a replayed
         # iteration changes no real tensor's metadata (its ops run in the
         # graph), so the commit reuses them (TapeRecorder._commit_direct).

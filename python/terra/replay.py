@@ -1064,8 +1064,8 @@ class TapeRecorder:
 
     def _commit_direct(self, plan: tuple) -> Optional[list]:
         """Commits what `_commit_plan` found can be copied directly. Each
-        tensor written gets its autograd version bumped (`t.copy_(t)`, a
-        no-op copy), as eager's in-place updates do: autograd checks saved
+        tensor written gets its autograd version bumped (bump_versions),
+        as eager's in-place updates do: autograd checks saved
         tensors' versions. Returns the commits left to the slots' setters
         (the plan's, and a value of another dtype or shape), or None if a
         value was never published (then nothing was written)."""
@@ -1076,12 +1076,13 @@ class TapeRecorder:
         if copied is None:
             return None
         late = list(late)
-        with torch.no_grad():
-            for (c, t), ok in zip(direct, copied):
-                if ok:
-                    t.copy_(t)
-                else:
-                    late.append(c)
+        written = []
+        for (c, t), ok in zip(direct, copied):
+            if ok:
+                written.append(t)
+            else:
+                late.append(c)
+        bump_versions(written)
         return late
 
     def _replay_end_failed(self, result: Any) -> Any:
@@ -1093,6 +1094,31 @@ class TapeRecorder:
         self._deviate_after_run_failure()
         self.log.clear()
         return trace
+
+
+def bump_versions(tensors: list) -> None:
+    """Bumps each tensor's autograd version, as an in-place op does: in
+    one native call where the dispatch hook is built (DispatchHook.cpp),
+    else by a no-op copy each (`t.copy_(t)`, ~1 us of dispatch)."""
+    hook = _bump_hook()
+    if hook is not None:
+        hook(tensors)
+        return
+    with torch.no_grad():
+        for t in tensors:
+            t.copy_(t)
+
+
+def _bump_hook() -> Optional[Callable]:
+    global _BUMP
+    if _BUMP is False:
+        from . import native  # noqa: PLC0415 - the module is built with the front end
+        module = native.load_dispatch()
+        _BUMP = getattr(module, "bump_versions", None) if module is not None else None
+    return _BUMP
+
+
+_BUMP: Any = False  # not looked for yet
 
 
 def _prune_host_evals(entries: list[Entry]) -> None:

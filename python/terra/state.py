@@ -21,20 +21,41 @@ as they are found (`adopt`) and called `held:<i>`:
 """
 from __future__ import annotations
 
+import collections
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
 import torch
 
+# Slot kinds, as the native reader (python/src/StateWalk.cpp) numbers them:
+# what `StateSlot.get` reads from its `obj` (and `key`).
+PARAM, GRAD, DICT_ENTRY, BUFFER, HELD = range(5)
+
 
 @dataclass
 class StateSlot:
-    """Where one named piece of state lives: read it, or replace it."""
+    """Where one named piece of state lives: read it, or replace it.
+    `kind`, `obj` and `key` say what `get` reads: the parameter `obj`, its
+    `.grad`, `obj.get(key)` (an optimizer state dict), `getattr(obj, key)`
+    (a module's buffer) or `obj()` (a weak reference)."""
 
     name: str
     get: Callable[[], Optional[torch.Tensor]]
     set: Callable[[Optional[torch.Tensor]], None]
+    kind: int = PARAM
+    obj: Any = None
+    key: Any = None
+
+
+def _native() -> Any:
+    """The native module, or None where it is not built (the walk and the
+    reads then stay in Python)."""
+    from . import native  # noqa: PLC0415 - the module is built with the front end
+    try:
+        return native.load()
+    except native.NativeModuleMissing:
+        return None
 
 
 class StateRegistry:
@@ -51,6 +72,16 @@ class StateRegistry:
         # Counts rebuilds of `_slots`: equal generations, the same slots in
         # the same order (a replay's end checks the names only when it changed).
         self.generation = 0
+        # The walk made natively (StateWalk.cpp): it says whether the
+        # objects `_slots` were built from are still those; `_walk_keep`
+        # holds them alive while its record stands. `_reads`: the slots'
+        # names, kinds, objects and keys, for the native `slot_tensors`.
+        module = _native()
+        self._native = module if hasattr(module, "StateWalk") else None
+        self._native_walk = None if self._native is None else self._native.StateWalk(
+            torch.Tensor, collections.OrderedDict, collections.defaultdict)
+        self._walk_keep: list = []
+        self._reads: Optional[tuple] = None
 
     def _walk(self) -> tuple[list[tuple[str, torch.Tensor]], list[tuple[str, torch.nn.Module, str]]]:
         """Named parameters and buffers of every module, in the order and with
@@ -93,7 +124,17 @@ class StateRegistry:
         the slots are rebuilt only when what they are made from changed
         (the module tree's parameters and buffers, the optimizers' params
         and their state dicts and keys); the check is one walk and one
-        comparison (building 570 slots cost YOLOv3 0.9 ms each time)."""
+        comparison (building 570 slots cost YOLOv3 0.9 ms each time), made
+        natively when the native module is built (StateWalk.cpp)."""
+        walk = self._native_walk
+        if walk is not None and walk.same(self.modules, self.optimizers, self.held):
+            return list(self._slots)
+        slots = self._python_slots()
+        if walk is not None:
+            self._walk_keep = walk.accept()
+        return slots
+
+    def _python_slots(self) -> list[StateSlot]:
         named, buffers = self._walk()
         names = {id(p): n for n, p in named}
         params = [p for _, p in named]
@@ -118,8 +159,8 @@ class StateRegistry:
         out: list[StateSlot] = []
         for p in params:
             n = names[id(p)]
-            out.append(StateSlot(f"param:{n}", lambda p=p: p, _param_setter(p)))
-            out.append(StateSlot(f"grad:{n}", lambda p=p: p.grad, _grad_setter(p)))
+            out.append(StateSlot(f"param:{n}", lambda p=p: p, _param_setter(p), PARAM, p))
+            out.append(StateSlot(f"grad:{n}", lambda p=p: p.grad, _grad_setter(p), GRAD, p))
         for opt_states in states:
             for p, st in zip(params, opt_states):
                 if not st:
@@ -128,13 +169,14 @@ class StateRegistry:
                     if isinstance(st[key], torch.Tensor):
                         out.append(StateSlot(f"optim:{names[id(p)]}:{key}",
                                              lambda st=st, key=key: st.get(key),
-                                             _dict_setter(st, key)))
+                                             _dict_setter(st, key), DICT_ENTRY, st, key))
         for name, mod, attr in buffers:
             out.append(StateSlot(f"buffer:{name}", lambda mod=mod, attr=attr: getattr(mod, attr),
-                                 _attr_setter(mod, attr)))
+                                 _attr_setter(mod, attr), BUFFER, mod, attr))
         for i, r in enumerate(self.held):
-            out.append(StateSlot(f"held:{i}", r, _held_setter(r)))
+            out.append(StateSlot(f"held:{i}", r, _held_setter(r), HELD, r))
         self._sig, self._slots = sig, out
+        self._reads = None
         self.generation += 1
         return list(out)
 
@@ -155,7 +197,13 @@ class StateRegistry:
 
     def tensors(self) -> dict[str, torch.Tensor]:
         """name -> tensor for every slot that holds one now."""
-        return {s.name: t for s in self.slots() if (t := s.get()) is not None}
+        slots = self.slots()
+        if self._native is None:
+            return {s.name: t for s in slots if (t := s.get()) is not None}
+        if self._reads is None:
+            self._reads = ([s.name for s in slots], [s.kind for s in slots],
+                           [s.obj for s in slots], [s.key for s in slots])
+        return self._native.slot_tensors(*self._reads)
 
     def slot(self, name: str) -> StateSlot:
         for s in self.slots():

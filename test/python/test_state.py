@@ -1,8 +1,17 @@
 """StateRegistry: its slots follow every change of the modules and optimizers
-(the slots are cached between calls; see StateRegistry.slots)."""
+(the slots are cached between calls; see StateRegistry.slots; the walk that
+checks them is native where the module is built, StateWalk.cpp)."""
+import gc
+import weakref
+
+import pytest
 import torch
 from torch import nn
 
+from terra import native
+from terra.mlir_text import ELEMENT_TYPES
+from terra.replay import bump_versions
+from terra.runio import tensor_spec, tensor_specs
 from terra.state import StateRegistry
 
 
@@ -10,12 +19,30 @@ def _view(reg: StateRegistry) -> list:
     return [(s.name, s.get()) for s in reg.slots()]
 
 
+def _python(reg: StateRegistry) -> StateRegistry:
+    """`reg` without the native walk and reads (the Python path only)."""
+    reg._native_walk = None
+    reg._native = None
+    return reg
+
+
 def _same(cached: StateRegistry) -> None:
-    """The cached registry's slots are what a fresh registry builds."""
-    fresh = StateRegistry(cached.modules, cached.optimizers)
+    """The cached registry's slots are what a fresh registry builds with
+    the Python walk, and its tensors are what the slots' getters read."""
+    fresh = _python(StateRegistry(cached.modules, cached.optimizers))
+    fresh.held = cached.held
     a, b = _view(cached), _view(fresh)
     assert [n for n, _ in a] == [n for n, _ in b]
     assert all(x is y for (_, x), (_, y) in zip(a, b))
+    got, want = cached.tensors(), fresh.tensors()
+    assert list(got) == list(want)
+    assert all(got[n] is want[n] for n in want)
+
+
+def test_the_native_walk_is_used_where_built() -> None:
+    native.load()  # the tests run against a build
+    reg = StateRegistry([nn.Linear(2, 2)], [])
+    assert reg._native_walk is not None
 
 
 def _step(model: nn.Module, opt: torch.optim.Optimizer) -> None:
@@ -77,3 +104,96 @@ def test_cached_slots_set_the_current_objects() -> None:
     slot = next(s for s in reg.slots() if s.name == "param:weight")
     slot.set(torch.ones(3, 3))
     assert torch.equal(model.weight, torch.ones(3, 3))
+
+
+def _walk_changes(reg: StateRegistry) -> bool:
+    """Whether the native walk finds the state changed since the slots
+    were last built (then `slots` builds them again)."""
+    changed = not reg._native_walk.same(reg.modules, reg.optimizers, reg.held)
+    reg.slots()
+    return changed
+
+
+def test_the_native_walk_sees_every_change_the_slots_depend_on() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.Linear(4, 2))
+    opt = torch.optim.Adam(model.parameters())
+    reg = StateRegistry([model], [opt])
+    assert _walk_changes(reg)  # nothing accepted yet
+    assert not _walk_changes(reg)
+    _step(model, opt)  # Adam's state appears
+    assert _walk_changes(reg)
+    _step(model, opt)  # new values in the same tensors and dicts
+    assert not _walk_changes(reg)
+    first, norm, last = model
+    changes = [
+        lambda: setattr(first, "weight", nn.Parameter(torch.zeros(4, 4))),
+        lambda: first._parameters.move_to_end("weight"),  # the order named_parameters gives
+        lambda: setattr(norm, "running_var", torch.ones(4)),
+        lambda: setattr(model, "extra", nn.ReLU()),
+        lambda: model._modules.move_to_end("0"),
+        lambda: opt.add_param_group({"params": [nn.Parameter(torch.ones(2))]}),
+        lambda: opt.param_groups[0]["params"].append(nn.Parameter(torch.ones(2))),
+        lambda: opt.state[last.bias].update(extra=torch.zeros(1)),  # a new tensor-valued key
+        lambda: opt.state[last.bias].update(extra=1.0),  # no longer a tensor
+        lambda: opt.state.__setitem__(last.bias, dict(opt.state[last.bias])),
+        lambda: reg.adopt([torch.zeros(2)]),
+    ]
+    for k, change in enumerate(changes):
+        change()
+        assert _walk_changes(reg), f"change {k} went unseen"
+        assert not _walk_changes(reg), f"change {k} is seen twice"
+        _same(reg)
+
+
+def test_the_native_walk_compares_adopted_tensors_by_address_and_keeps_nothing_alive() -> None:
+    model = nn.Linear(2, 2)
+    reg = StateRegistry([model], [])
+    held = torch.zeros(3)
+    reg.adopt([held])
+    _walk_changes(reg)
+    ref = weakref.ref(held)
+    del held
+    gc.collect()
+    assert ref() is None  # the record does not keep an adopted tensor alive
+    assert _walk_changes(reg)  # and sees it go
+    assert "held:0" not in reg.tensors()
+    _same(reg)
+
+
+def test_unusual_containers_leave_the_check_to_the_python_walk() -> None:
+    class Params(dict):
+        pass
+
+    model = nn.Linear(2, 2)
+    reg = StateRegistry([model], [])
+    reg.slots()
+    model._parameters = Params(model._parameters)  # a mapping type the walk does not model
+    assert not reg._native_walk.same(reg.modules, reg.optimizers, reg.held)
+    _same(reg)
+
+
+def test_native_tensor_specs_equal_tensor_spec() -> None:
+    tensors = [torch.zeros(2, 3), torch.ones(4, 2).t(), torch.zeros((), dtype=torch.int64),
+               torch.zeros(5, dtype=torch.bool)[1:], nn.Parameter(torch.ones(2))]
+    load = native.load()
+    assert load.tensor_specs(tensors, ELEMENT_TYPES) == [tensor_spec(t) for t in tensors]
+    assert tensor_specs(tensors) == [tensor_spec(t) for t in tensors]
+    odd = [torch.zeros(2), torch.zeros(2, dtype=torch.complex64)]
+    assert load.tensor_specs(odd, ELEMENT_TYPES)[1] is None
+    with pytest.raises(Exception, match="complex64"):
+        tensor_specs(odd)  # named, as tensor_spec names it
+
+
+def test_bump_versions_counts_as_an_in_place_write() -> None:
+    p = nn.Parameter(torch.ones(3))
+    t = torch.zeros(2)
+    before = (p._version, t._version)
+    bump_versions([p, t])
+    assert (p._version, t._version) == (before[0] + 1, before[1] + 1)
+    # Autograd refuses a saved tensor written since it was saved.
+    x = torch.ones(3, requires_grad=True)
+    y = x * p
+    bump_versions([p])
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
