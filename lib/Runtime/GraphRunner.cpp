@@ -129,10 +129,26 @@ void GraphRunner::cancel() {
     active->channels.cancel();
 }
 
+void GraphRunner::retire(std::shared_ptr<RunState> run) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    retired.push_back(std::move(run));
+  }
+  cv.notify_all();
+}
+
 void GraphRunner::loop() {
   std::unique_lock<std::mutex> lock(mu);
   while (true) {
-    cv.wait(lock, [&] { return stopping || pending; });
+    cv.wait(lock, [&] { return stopping || pending || !retired.empty(); });
+    if (!retired.empty()) {
+      std::vector<std::shared_ptr<RunState>> dead;
+      dead.swap(retired);
+      lock.unlock();
+      dead.clear();
+      lock.lock();
+      continue;
+    }
     if (stopping && !pending)
       return;
     active = std::move(pending);

@@ -26,7 +26,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 namespace py = pybind11;
 using namespace terra;
@@ -34,14 +36,37 @@ using namespace terra::rt;
 
 namespace {
 
-/// Keeps a Python object alive from C++; safe to release on any thread.
+/// References dropped by threads without the GIL (the runner thread
+/// freeing a run), released by the host at its next `drainReleased`.
+std::mutex releasedMu;
+std::vector<py::object *> released;
+
+/// Drops the references other threads left; the caller holds the GIL.
+void drainReleased() {
+  std::vector<py::object *> drop;
+  {
+    std::lock_guard<std::mutex> lock(releasedMu);
+    drop.swap(released);
+  }
+  for (py::object *p : drop)
+    delete p;
+}
+
+/// Keeps a Python object alive from C++; safe to release on any thread. A
+/// thread without the GIL does not take it (the runner thread would wait
+/// for the host's switch interval, and at interpreter exit a thread that
+/// asks for the GIL is ended): it leaves the reference to the host.
 std::shared_ptr<void> pyOwner(py::object obj) {
   auto *held = new py::object(std::move(obj));
   return std::shared_ptr<void>(held, [](void *p) {
     if (!Py_IsInitialized())
       return; // interpreter gone: leak rather than crash
-    py::gil_scoped_acquire gil;
-    delete static_cast<py::object *>(p);
+    if (PyGILState_Check()) {
+      delete static_cast<py::object *>(p);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(releasedMu);
+    released.push_back(static_cast<py::object *>(p));
   });
 }
 
@@ -73,8 +98,9 @@ bool checkReadable(py::handle owner, const std::string &graphDevice,
                         (graphDevice == "cuda" ? "cuda" : "cpu"));
 }
 
-/// (data_ptr, dtype, sizes, strides, owner) -> Tensor.
-Tensor toTensor(py::tuple spec) {
+/// (data_ptr, dtype, sizes, strides, owner) -> Tensor, without a
+/// reference to the owner: valid while the caller holds `spec`.
+Tensor toTensorView(py::tuple spec) {
   if (spec.size() != 5)
     throw py::value_error("a tensor spec is (ptr, dtype, sizes, strides, owner)");
   Tensor t;
@@ -84,6 +110,13 @@ Tensor toTensor(py::tuple spec) {
   t.strides = spec[3].cast<std::vector<int64_t>>();
   if (t.sizes.size() != t.strides.size())
     throw py::value_error("sizes and strides differ in rank");
+  return t;
+}
+
+/// (data_ptr, dtype, sizes, strides, owner) -> Tensor, keeping the owner
+/// alive.
+Tensor toTensor(py::tuple spec) {
+  Tensor t = toTensorView(spec);
   t.owner = pyOwner(spec[4]);
   return t;
 }
@@ -317,22 +350,22 @@ public:
   void feed(int64_t point, py::tuple spec) {
     bool cuda = checkReadable(spec[4], device.name, "feed", point);
     if (!device.onDevice) {
-      state->channels.sendFeed(point, toTensor(spec));
+      live().channels.sendFeed(point, toTensor(spec));
       return;
     }
     if (cuda)
       syncTorchStream();
-    state->channels.sendFeed(
-        point, toDeviceTensor(spec, state->memory, cuda || device.fake));
+    live().channels.sendFeed(
+        point, toDeviceTensor(spec, live().memory, cuda || device.fake));
   }
   void sendCase(int64_t point, uint32_t index) {
-    state->channels.sendCase(point, index);
+    live().channels.sendCase(point, index);
   }
   void sendLoop(int64_t point, bool next) {
-    state->channels.sendLoop(point, next);
+    live().channels.sendLoop(point, next);
   }
   /// The host validated the iteration's end and sent every signal.
-  void finishHost() { state->channels.finishHost(); }
+  void finishHost() { live().channels.finishHost(); }
   /// The `instance`-th value of fetch point `point`, or None when the run
   /// was cancelled or ended without publishing it. No copy: the array views
   /// the graph's buffer (the runtime copies only values aliasing host
@@ -348,7 +381,7 @@ public:
     bool ok;
     {
       py::gil_scoped_release release;
-      ok = state->channels.waitFetch(point, instance, t);
+      ok = live().channels.waitFetch(point, instance, t);
     }
     if (!ok)
       return py::none();
@@ -365,7 +398,7 @@ public:
   /// Whether `fetch(point, instance)` would return without blocking (the
   /// value is published, or the run ended or was cancelled).
   bool ready(int64_t point, uint64_t instance) const {
-    return state->channels.fetchReady(point, instance);
+    return live().channels.fetchReady(point, instance);
   }
   /// One value fetchInto copies.
   struct Copy {
@@ -382,7 +415,7 @@ public:
     if (device.onDevice) {
       // Device to device (the destinations are PyTorch's CUDA tensors).
       for (const Copy &c : copies)
-        if (!state->memory.onDevice(c.dst, c.src, c.bytes))
+        if (!live().memory.onDevice(c.dst, c.src, c.bytes))
           throw std::runtime_error("committing state: a copy on the device "
                                    "failed");
       return;
@@ -423,7 +456,8 @@ public:
       if (t.size() != 3)
         throw py::value_error("an item is (point, instance, tensor spec)");
       points.push_back({t[0].cast<int64_t>(), t[1].cast<uint64_t>()});
-      dsts.push_back(toTensor(t[2].cast<py::tuple>()));
+      // `items` holds the destinations for the call: no owner needed.
+      dsts.push_back(toTensorView(t[2].cast<py::tuple>()));
     }
     std::vector<bool> copied(dsts.size(), false);
     std::vector<Tensor> sources(dsts.size());
@@ -432,7 +466,7 @@ public:
       py::gil_scoped_release release;
       // All values first: the state is written all or not at all.
       for (size_t i = 0; i < dsts.size() && published; ++i)
-        published = state->channels.waitFetch(points[i].first, points[i].second,
+        published = live().channels.waitFetch(points[i].first, points[i].second,
                                               sources[i]);
       std::vector<Copy> copies;
       size_t total = 0;
@@ -457,10 +491,10 @@ public:
   /// Waits until the graph needs more input from the host or has ended.
   void waitIdle() {
     py::gil_scoped_release release;
-    state->channels.waitGraphIdle();
+    live().channels.waitGraphIdle();
   }
   void cancel() {
-    state->channels.cancel();
+    live().channels.cancel();
     if (started)
       runner->cancel();
   }
@@ -469,8 +503,8 @@ public:
   py::tuple wait() {
     if (!finished) {
       if (!started) {
-        state->channels.cancel();
-        state->status = RunState::Status::Cancelled;
+        live().channels.cancel();
+        live().status = RunState::Status::Cancelled;
       } else {
         py::gil_scoped_release release;
         runner->wait();
@@ -478,26 +512,45 @@ public:
       finished = true;
     }
     const char *status = "pending";
-    switch (state->status) {
+    switch (live().status) {
     case RunState::Status::Ok: status = "ok"; break;
     case RunState::Status::Cancelled: status = "cancelled"; break;
     case RunState::Status::Error: status = "error"; break;
     case RunState::Status::Pending: break;
     }
-    return py::make_tuple(status, state->error, state->execSeconds,
-                          state->channels.graphStallSeconds(),
-                          state->channels.hostStallSeconds());
+    return py::make_tuple(status, live().error, live().execSeconds,
+                          live().channels.graphStallSeconds(),
+                          live().channels.hostStallSeconds());
+  }
+  /// Hands the ended run's buffers to the runner thread, which frees them
+  /// while the host goes on (a graph-bound program's graph idles until the
+  /// host's next feed: freeing a run's buffers there cost ~0.25 ms per
+  /// step); the Python objects the run held (state and feed tensors) are
+  /// released by the host at the next run's start (pyOwner). A run that
+  /// has not ended is left to the destructor, which cancels it. The run
+  /// cannot be used afterwards.
+  void retire() {
+    if (!state || (started && !finished))
+      return;
+    live().hostOps = nullptr; // holds a Python object: dropped under the GIL
+    runner->retire(std::move(state));
   }
   ~Run() {
-    if (started && !finished) {
+    if (state && started && !finished) {
       py::gil_scoped_release release;
       state->channels.cancel();
       runner->cancel();
       runner->wait();
     }
+    drainReleased(); // Python objects only (Python deallocates a Run)
   }
 
 private:
+  RunState &live() const {
+    if (!state)
+      throw py::value_error("the run was retired: its values are gone");
+    return *state;
+  }
   std::shared_ptr<GraphRunner> runner;
   std::shared_ptr<RunState> state;
   GraphDevice device;
@@ -517,6 +570,7 @@ public:
   }
   std::unique_ptr<Run> newRun(std::vector<py::tuple> states,
                               py::object hostExecutor) {
+    drainReleased();
     if (states.size() != graph->stateNames().size())
       throw py::value_error("the graph reads " +
                             std::to_string(graph->stateNames().size()) +
@@ -810,5 +864,6 @@ PYBIND11_MODULE(_terra_native, m) {
       .def("fetch_into", &Run::fetchInto, py::arg("items"))
       .def("wait_idle", &Run::waitIdle)
       .def("cancel", &Run::cancel)
-      .def("wait", &Run::wait);
+      .def("wait", &Run::wait)
+      .def("retire", &Run::retire);
 }

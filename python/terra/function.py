@@ -689,7 +689,12 @@ class TerraFunction:
             finally:
                 ex.release()
                 ex.retired = None
-                ex.run = None  # the run's buffers go now; only Python records wait
+                # The run's buffers go now, freed by the runner thread off
+                # the host's path (Run.retire; one that has not ended is
+                # cancelled as it is dropped); only Python records wait.
+                if ex.run is not None:
+                    ex.run.retire()
+                ex.run = None
                 self._retired = ex
 
     def _coexec_with(self, ex: CoExecutor, start: float, args: tuple, kwargs: dict) -> Any:

@@ -185,6 +185,10 @@ public:
   std::shared_ptr<RunState> wait();
   /// Cancels the started run; `wait()` still has to be called.
   void cancel();
+  /// Frees an ended run on the runner thread (its buffers, its channels),
+  /// off the caller's critical path. The run must not hold anything that
+  /// needs the caller's thread (a Python object: clear `hostOps` first).
+  void retire(std::shared_ptr<RunState> run);
 
 private:
   void loop();
@@ -192,6 +196,7 @@ private:
   std::mutex mu;
   std::condition_variable cv;
   std::shared_ptr<RunState> pending, active, finished;
+  std::vector<std::shared_ptr<RunState>> retired;
   bool stopping = false;
   std::thread thread;
 };
