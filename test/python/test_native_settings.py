@@ -1,6 +1,7 @@
 """The native runtime's process-wide settings and the environment variables
 that set them (python/terra/native.py); a Session used from several threads;
-native backtraces of fatal signals (TERRA_NATIVE_BACKTRACE)."""
+native backtraces of fatal signals (TERRA_NATIVE_BACKTRACE); a finished run freed
+by its runner thread (Run.retire)."""
 from __future__ import annotations
 
 import os
@@ -168,3 +169,45 @@ def test_a_fatal_signal_on_a_native_thread_prints_its_native_stack(target: str, 
     assert "in <lambda>" in proc.stderr
     if target == "stderr":
         assert proc.stderr.index("terra: fatal signal") < proc.stderr.index("Fatal Python error")
+
+
+def test_a_finished_run_is_freed_by_its_runner_and_its_tensors_are_released(monkeypatch) -> None:
+    # Run.retire hands a finished run to the runner thread; the Python
+    # objects it held (state and feed tensors) are released by the host at
+    # the next run's start (pyOwner): none leaks, and a retired run refuses
+    # to be used.
+    import gc
+    import weakref
+
+    import terra
+    from terra.coexec import CoExecutor
+
+    runs = []
+    release = CoExecutor.release
+
+    def keep_run(self):
+        runs.append(self.run)
+        return release(self)
+
+    w = torch.nn.Parameter(torch.randn(8, 8))
+
+    @terra.function
+    def step(x):
+        return (x @ w).relu().sum()
+
+    for _ in range(6):
+        step(torch.randn(8, 8))
+    step.wait_compiled()
+    monkeypatch.setattr(CoExecutor, "release", keep_run)
+    refs = []
+    for _ in range(4):
+        x = torch.randn(8, 8)
+        refs.append(weakref.ref(x))
+        assert torch.allclose(step(x), (x @ w).relu().sum())
+        del x
+    assert step.stats.steps[-1]["phase"] == "coexec"
+    with pytest.raises(ValueError, match="retired"):
+        runs[-1].fetch(0, 1)
+    runs.clear()
+    gc.collect()
+    assert [r() is None for r in refs[:-1]] == [True] * 3  # the last may wait for the next step
