@@ -100,12 +100,6 @@ public:
     return keep;
   }
 
-  /// Forgets the accepted record (the next `same` answers false).
-  void reset() {
-    acceptedValid = false;
-    accepted.clear();
-  }
-
 private:
   /// Calls fn(key, value) for each entry of `d` in the order its
   /// `.items()` gives. False for a mapping of a type it does not know.
@@ -403,8 +397,7 @@ void terra::bindStateWalk(py::module_ &m) {
            "of the accepted walk.")
       .def("accept", &StateWalk::accept,
            "Accepts the last walk; returns the objects to keep alive with "
-           "it.")
-      .def("reset", &StateWalk::reset);
+           "it.");
   m.def("slot_tensors", &slotTensors, py::arg("names"), py::arg("kinds"),
         py::arg("objs"), py::arg("keys"),
         "name -> tensor of every state slot that holds one.");

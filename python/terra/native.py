@@ -43,6 +43,15 @@ def load() -> ModuleType:
     return module
 
 
+def load_optional() -> ModuleType | None:
+    """The native module, or None where it is not built (callers that
+    have a Python path of their own)."""
+    try:
+        return load()
+    except NativeModuleMissing:
+        return None
+
+
 _dispatch: ModuleType | None | bool = False  # False: not looked for yet
 
 

@@ -41,10 +41,7 @@ def _native_specs() -> Any:
     global _NATIVE_SPECS
     if _NATIVE_SPECS is False:
         from . import native  # noqa: PLC0415 - the module is built with the front end
-        try:
-            _NATIVE_SPECS = getattr(native.load(), "tensor_specs", None)
-        except native.NativeModuleMissing:
-            _NATIVE_SPECS = None
+        _NATIVE_SPECS = getattr(native.load_optional(), "tensor_specs", None)
     return _NATIVE_SPECS
 
 

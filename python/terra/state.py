@@ -48,16 +48,6 @@ class StateSlot:
     key: Any = None
 
 
-def _native() -> Any:
-    """The native module, or None where it is not built (the walk and the
-    reads then stay in Python)."""
-    from . import native  # noqa: PLC0415 - the module is built with the front end
-    try:
-        return native.load()
-    except native.NativeModuleMissing:
-        return None
-
-
 class StateRegistry:
     """Enumerates the persistent state of some modules and optimizers."""
 
@@ -76,7 +66,8 @@ class StateRegistry:
         # objects `_slots` were built from are still those; `_walk_keep`
         # holds them alive while its record stands. `_reads`: the slots'
         # names, kinds, objects and keys, for the native `slot_tensors`.
-        module = _native()
+        from . import native  # noqa: PLC0415 - the module is built with the front end
+        module = native.load_optional()  # without it the walk and the reads stay in Python
         self._native = module if hasattr(module, "StateWalk") else None
         self._native_walk = None if self._native is None else self._native.StateWalk(
             torch.Tensor, collections.OrderedDict, collections.defaultdict)
