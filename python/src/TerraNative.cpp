@@ -379,9 +379,10 @@ public:
   py::object fetch(int64_t point, uint64_t instance) {
     Tensor t;
     bool ok;
+    Channels &channels = live().channels; // raises, GIL held, once retired
     {
       py::gil_scoped_release release;
-      ok = live().channels.waitFetch(point, instance, t);
+      ok = channels.waitFetch(point, instance, t);
     }
     if (!ok)
       return py::none();
@@ -462,12 +463,13 @@ public:
     std::vector<bool> copied(dsts.size(), false);
     std::vector<Tensor> sources(dsts.size());
     bool published = true;
+    Channels &channels = live().channels;
     {
       py::gil_scoped_release release;
       // All values first: the state is written all or not at all.
       for (size_t i = 0; i < dsts.size() && published; ++i)
-        published = live().channels.waitFetch(points[i].first, points[i].second,
-                                              sources[i]);
+        published =
+            channels.waitFetch(points[i].first, points[i].second, sources[i]);
       std::vector<Copy> copies;
       size_t total = 0;
       for (size_t i = 0; i < dsts.size() && published; ++i) {
@@ -490,8 +492,9 @@ public:
   }
   /// Waits until the graph needs more input from the host or has ended.
   void waitIdle() {
+    Channels &channels = live().channels;
     py::gil_scoped_release release;
-    live().channels.waitGraphIdle();
+    channels.waitGraphIdle();
   }
   void cancel() {
     live().channels.cancel();
