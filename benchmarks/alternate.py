@@ -5,7 +5,8 @@ apart cannot compare a change of a few percent. This script builds the
 program twice from the same seed, wraps one copy in `terra.function`,
 warms it up until it has co-executed `--warmup` steps in a row (waiting
 for every background compile), then times blocks of `--block` steps,
-alternating eager and terra, and prints the medians.
+alternating eager and terra, and prints the medians. Each copy draws
+from its own random streams, so both take the same paths.
 
 `--on` / `--off` compare two settings of the front end in the same
 process: Python statements run before each terra block of the "on" and
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import random
 import statistics
 import sys
 import time
@@ -35,19 +37,47 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT))
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import terra  # noqa: E402
 from benchmarks.programs import PROGRAMS  # noqa: E402
 
 
-def warm_up(fn, eager_step: Callable[[int], object], steps: int, i: int) -> int:
+class Streams:
+    """One copy's random streams (Python's `random`, NumPy's and torch's
+    global generators). The programs draw from the global ones (SDPoint's
+    downsampling point, DropBlock's masks): each copy gets its own, so
+    eager and terra take the same paths, step for step, as two separate
+    runs would."""
+
+    def __init__(self) -> None:
+        self.state = self.capture()
+
+    @staticmethod
+    def capture() -> tuple:
+        return random.getstate(), np.random.get_state(), torch.get_rng_state()
+
+    def __enter__(self) -> "Streams":
+        random.setstate(self.state[0])
+        np.random.set_state(self.state[1])
+        torch.set_rng_state(self.state[2])
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.state = self.capture()
+
+
+def warm_up(fn, eager_step: Callable[[int], object], steps: int, i: int,
+            streams: Dict[str, Streams]) -> int:
     """Runs both copies until `fn` co-executed `steps` steps in a row;
     returns the next step index."""
     in_a_row = 0
     while in_a_row < steps:
-        fn(i)
-        eager_step(i)
+        with streams["terra"]:
+            fn(i)
+        with streams["eager"]:
+            eager_step(i)
         i += 1
         if fn.stats.steps[-1]["phase"] == "coexec":
             in_a_row += 1
@@ -73,9 +103,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     torch.set_num_threads(args.threads)
     module = PROGRAMS[args.program]
     eager = module.build(args.size, "cpu", 0)
-    program = module.build(args.size, "cpu", 0)
+    program = module.build(args.size, "cpu", 0)  # seeds every stream: both copies start from here
+    streams = {"eager": Streams(), "terra": Streams()}
     fn = terra.function(program.step)
-    i = warm_up(fn, eager.step, args.warmup, 0)
+    i = warm_up(fn, eager.step, args.warmup, 0, streams)
     kinds = ["eager"] + (["on", "off"] if args.on is not None else ["terra"])
     times: Dict[str, List[float]] = {k: [] for k in kinds}
     scope = {"fn": fn, "terra": terra}
@@ -85,10 +116,12 @@ def main(argv: Optional[List[str]] = None) -> int:
             if kind in ("on", "off"):
                 exec(args.on if kind == "on" else args.off, scope)  # noqa: S102 - the user's own switch
             step = eager.step if kind == "eager" else fn
-            start = time.perf_counter()
-            for k in range(args.block):
-                step(i + k)
-            times[kind].append((time.perf_counter() - start) / args.block * 1e3)
+            # "on" and "off" share the terra copy's streams (one program).
+            with streams["eager" if kind == "eager" else "terra"]:
+                start = time.perf_counter()
+                for k in range(args.block):
+                    step(i + k)
+                times[kind].append((time.perf_counter() - start) / args.block * 1e3)
         i += args.block
     median = {k: statistics.median(v) for k, v in times.items()}
     print(f"{args.program} ({args.size}, {args.blocks} blocks of {args.block} steps, ms per step)")
