@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from .toolchain import build_dir
 
@@ -50,6 +51,20 @@ def load_optional() -> ModuleType | None:
         return load()
     except NativeModuleMissing:
         return None
+
+
+_functions: dict = {}  # (name, dispatch) -> optional_function's answer
+
+
+def optional_function(name: str, dispatch: bool = False) -> Any:
+    """Function `name` of the native module (of the dispatch hook with
+    `dispatch`), or None where it is not built: for callers with a Python
+    path of their own. Looked up once."""
+    key = (name, dispatch)
+    if key not in _functions:
+        module = load_dispatch() if dispatch else load_optional()
+        _functions[key] = getattr(module, name, None)
+    return _functions[key]
 
 
 _dispatch: ModuleType | None | bool = False  # False: not looked for yet

@@ -22,6 +22,7 @@ import torch
 from torch.utils._pytree import LeafSpec, tree_flatten, tree_unflatten
 
 from . import backward, placeholder, sizes
+from . import native as native_module
 from .placeholder import Placeholder, Token, view_placeholder
 from .mlir_text import ELEMENT_TYPES
 from .runio import resolve_later, tensor_spec, to_torch
@@ -1100,25 +1101,13 @@ def bump_versions(tensors: list) -> None:
     """Bumps each tensor's autograd version, as an in-place op does: in
     one native call where the dispatch hook is built (DispatchHook.cpp),
     else by a no-op copy each (`t.copy_(t)`, ~1 us of dispatch)."""
-    hook = _bump_hook()
+    hook = native_module.optional_function("bump_versions", dispatch=True)
     if hook is not None:
         hook(tensors)
         return
     with torch.no_grad():
         for t in tensors:
             t.copy_(t)
-
-
-def _bump_hook() -> Optional[Callable]:
-    global _BUMP
-    if _BUMP is False:
-        from . import native  # noqa: PLC0415 - the module is built with the front end
-        module = native.load_dispatch()
-        _BUMP = getattr(module, "bump_versions", None) if module is not None else None
-    return _BUMP
-
-
-_BUMP: Any = False  # not looked for yet
 
 
 def _prune_host_evals(entries: list[Entry]) -> None:

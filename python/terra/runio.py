@@ -9,6 +9,7 @@ import numpy as np
 import torch
 import torch.utils.dlpack
 
+from . import native as _native
 from .mlir_text import ELEMENT_TYPES, element_type
 
 
@@ -28,24 +29,13 @@ def tensor_specs(tensors: list) -> list:
     """[tensor_spec(t) for t in tensors], in one native call where the
     native module is built (StateWalk.cpp: the state crossing at each
     step's start, ~0.5 us per tensor in Python)."""
-    native = _native_specs()
+    native = _native.optional_function("tensor_specs")
     if native is None:
         return [tensor_spec(t) for t in tensors]
     specs = native(tensors, ELEMENT_TYPES)
     if None in specs:  # a dtype with no element type: raise, naming it
         return [tensor_spec(t) for t in tensors]
     return specs
-
-
-def _native_specs() -> Any:
-    global _NATIVE_SPECS
-    if _NATIVE_SPECS is False:
-        from . import native  # noqa: PLC0415 - the module is built with the front end
-        _NATIVE_SPECS = getattr(native.load_optional(), "tensor_specs", None)
-    return _NATIVE_SPECS
-
-
-_NATIVE_SPECS: Any = False  # not looked for yet
 
 
 def to_torch(value: Any) -> torch.Tensor:
