@@ -1,5 +1,6 @@
 //===- Channels.cpp - Host <-> graph communication ------------------------===//
 #include "terra/Runtime/Channels.h"
+#include "terra/Runtime/SpinWait.h"
 
 #include <algorithm>
 #include <thread>
@@ -10,14 +11,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 /// Channels::setSpin's value, in nanoseconds.
 std::atomic<int64_t> spinNanos{1000000};
-
-inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 } // namespace
 
 void Channels::setSpin(std::chrono::nanoseconds spin) {
@@ -30,37 +23,7 @@ std::chrono::nanoseconds Channels::spin() {
 
 template <typename Ready>
 bool Channels::spinUntil(std::unique_lock<std::mutex> &lock, Ready ready) {
-  int64_t nanos = spinNanos.load(std::memory_order_relaxed);
-  if (nanos <= 0)
-    return false;
-  Clock::time_point start = Clock::now();
-  Clock::time_point deadline = start + std::chrono::nanoseconds(nanos);
-  Clock::time_point politeAfter = start + std::chrono::microseconds(50);
-  uint64_t seen = events.load(std::memory_order_acquire);
-  lock.unlock();
-  for (unsigned n = 0;; ++n) {
-    uint64_t current = events.load(std::memory_order_acquire);
-    if (current != seen) {
-      lock.lock();
-      if (ready())
-        return true;
-      seen = current;
-      lock.unlock();
-    }
-    // The clock is read every 64 polls (~1 us). Past the first 50 us the
-    // spinner also yields then: a thread that shares its core (more
-    // threads than cores) runs instead of waiting out the spin.
-    if ((n & 63) == 63) {
-      Clock::time_point t = Clock::now();
-      if (t >= deadline)
-        break;
-      if (t >= politeAfter)
-        std::this_thread::yield();
-    }
-    cpuRelax();
-  }
-  lock.lock();
-  return ready();
+  return rt::spinUntil(lock, events, spin(), ready);
 }
 
 template <typename T>

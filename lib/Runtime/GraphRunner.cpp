@@ -1,5 +1,6 @@
 //===- GraphRunner.cpp - The runner thread --------------------------------===//
 #include "RuntimeInternal.h"
+#include "terra/Runtime/SpinWait.h"
 
 #include <chrono>
 #include <csetjmp>
@@ -101,6 +102,7 @@ GraphRunner::~GraphRunner() {
       pending->channels.cancel();
     if (active)
       active->channels.cancel();
+    events.fetch_add(1, std::memory_order_release);
   }
   cv.notify_all();
   thread.join();
@@ -111,13 +113,16 @@ void GraphRunner::start(std::shared_ptr<RunState> run) {
     std::lock_guard<std::mutex> lock(mu);
     pending = std::move(run);
     finished.reset();
+    events.fetch_add(1, std::memory_order_release);
   }
-  cv.notify_all();
+  cv.notify_all(); // no system call while the runner spins
 }
 
 std::shared_ptr<RunState> GraphRunner::wait() {
   std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return finished || (!pending && !active); });
+  auto ended = [&] { return finished || (!pending && !active); };
+  if (!ended() && !spinUntil(lock, events, Channels::spin(), ended))
+    cv.wait(lock, ended);
   return std::move(finished);
 }
 
@@ -133,14 +138,19 @@ void GraphRunner::retire(std::shared_ptr<RunState> run) {
   {
     std::lock_guard<std::mutex> lock(mu);
     retired.push_back(std::move(run));
+    events.fetch_add(1, std::memory_order_release);
   }
   cv.notify_all();
 }
 
 void GraphRunner::loop() {
   std::unique_lock<std::mutex> lock(mu);
+  auto work = [&] { return stopping || pending || !retired.empty(); };
   while (true) {
-    cv.wait(lock, [&] { return stopping || pending || !retired.empty(); });
+    // Idle, the runner spins first: the host's next start (or the retiring
+    // of the run that just ended) then costs the host no wake-up call.
+    if (!work() && !spinUntil(lock, events, Channels::spin(), work))
+      cv.wait(lock, work);
     if (!retired.empty()) {
       std::vector<std::shared_ptr<RunState>> dead;
       dead.swap(retired);
@@ -156,6 +166,7 @@ void GraphRunner::loop() {
     graph.invoke(*active);
     lock.lock();
     finished = std::move(active);
+    events.fetch_add(1, std::memory_order_release);
     cv.notify_all();
     if (stopping)
       return;

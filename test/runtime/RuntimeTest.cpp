@@ -533,6 +533,45 @@ TEST_F(GraphTest, ParallelCompileAndCacheGiveTheSameResults) {
   llvm::sys::fs::remove_directories(cacheDir);
 }
 
+// The runner spins while it idles, and its host while it waits for a run's
+// end (SpinWait.h). With a spin far longer than the test, a start, a
+// retire and the runner's destruction each arrive while someone spins: one
+// that did not move the runner's `events` would be seen only when the spin
+// ran out (10 s).
+TEST_F(GraphTest, ASpinningRunnerSeesStartsRetiresAndItsEnd) {
+  struct SpinFor {
+    std::chrono::nanoseconds saved = Channels::spin();
+    SpinFor() { Channels::setSpin(std::chrono::seconds(10)); }
+    ~SpinFor() { Channels::setSpin(saved); }
+  } spinning;
+  auto secondsSince = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t)
+        .count();
+  };
+  auto g = compile(kLoopsGraph);
+  ASSERT_TRUE(g);
+  auto begin = std::chrono::steady_clock::now();
+  {
+    GraphRunner runner(*g);
+    for (int i = 0; i < 3; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5)); // idle: spins
+      auto run = std::make_shared<RunState>();
+      runner.start(run);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      run->channels.sendFeed(1, vecF32(std::vector<float>(64, 1.0f)));
+      auto done = runner.wait(); // spins until the run ends
+      ASSERT_EQ(done->status, RunState::Status::Ok) << done->error;
+      std::weak_ptr<RunState> freed = done;
+      run.reset();
+      runner.retire(std::move(done)); // freed by the spinning runner
+      while (!freed.expired() && secondsSince(begin) < 5.0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      EXPECT_TRUE(freed.expired()) << "run " << i << " not freed";
+    }
+  } // the destructor ends the runner's idle spin
+  EXPECT_LT(secondsSince(begin), 5.0);
+}
+
 TEST_F(GraphTest, CancelWhileWaitingForAFeed) {
   auto g = compile(kGraph);
   GraphRunner runner(*g);

@@ -15,6 +15,7 @@
 #include "terra/Runtime/Channels.h"
 #include "terra/Runtime/HostAllocator.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -198,6 +199,9 @@ private:
   std::shared_ptr<RunState> pending, active, finished;
   std::vector<std::shared_ptr<RunState>> retired;
   bool stopping = false;
+  /// Moves (under `mu`) on every change a waiter waits for; the spin phase
+  /// of the runner's idle wait and of `wait()` polls it (SpinWait.h).
+  std::atomic<uint64_t> events{0};
   std::thread thread;
 };
 
