@@ -130,6 +130,31 @@ bool Channels::waitFetch(int64_t point, uint64_t instance, Tensor &out) {
   return true;
 }
 
+bool Channels::waitFetches(
+    const std::vector<std::pair<int64_t, uint64_t>> &points,
+    std::vector<Tensor> &out) {
+  out.resize(points.size());
+  size_t i = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (cancelled)
+      return false;
+    for (; i < points.size(); ++i) {
+      auto [point, instance] = points[i];
+      if (instance == 0)
+        return false;
+      auto it = fetches.find(point);
+      if (it == fetches.end() || it->second.size() < instance)
+        break; // not published yet: wait for it (and the rest) one by one
+      out[i] = it->second[instance - 1];
+    }
+  }
+  for (; i < points.size(); ++i)
+    if (!waitFetch(points[i].first, points[i].second, out[i]))
+      return false;
+  return true;
+}
+
 bool Channels::fetchReady(int64_t point, uint64_t instance) const {
   std::lock_guard<std::mutex> lock(mu);
   if (instance == 0 || cancelled || closed)

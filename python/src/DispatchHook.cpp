@@ -36,8 +36,10 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/Dtype.h>
+#include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Layout.h>
+#include <torch/csrc/Size.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
@@ -46,6 +48,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <type_traits>
 #include <unordered_map>
 
 namespace py = pybind11;
@@ -226,6 +229,130 @@ void fallback(const c10::OperatorHandle &op, c10::DispatchKeySet keys,
   redispatch(op, keys, stack);
 }
 
+/// Whether `previous` (a spec from the last call) still describes `t`:
+/// the same tensor object and element type, and the data pointer, sizes
+/// and strides `x` has now.
+bool specStands(PyObject *previous, PyObject *t, PyObject *element,
+                const at::Tensor &x, uintptr_t data) {
+  if (!previous || !PyTuple_Check(previous) || PyTuple_GET_SIZE(previous) != 5)
+    return false;
+  PyObject *const *item = &PyTuple_GET_ITEM(previous, 0);
+  // An int out of range reads as -1 with an error set: cleared, a miss.
+  auto is = [](PyObject *v, auto value) {
+    if (!PyLong_Check(v))
+      return false;
+    bool equal =
+        (std::is_signed_v<decltype(value)>
+             ? PyLong_AsLongLong(v) == (long long)value
+             : PyLong_AsUnsignedLongLong(v) == (unsigned long long)value);
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    return equal;
+  };
+  if (item[4] != t || item[1] != element || !is(item[0], data))
+    return false;
+  auto same = [&](PyObject *tuple, c10::IntArrayRef values) {
+    if (!PyTuple_Check(tuple) ||
+        PyTuple_GET_SIZE(tuple) != Py_ssize_t(values.size()))
+      return false;
+    for (size_t i = 0; i < values.size(); ++i)
+      if (!is(PyTuple_GET_ITEM(tuple, i), values[i]))
+        return false;
+    return true;
+  };
+  return same(item[2], x.sizes()) && same(item[3], x.strides());
+}
+
+/// A tuple of Python ints.
+PyObject *intTuple(c10::IntArrayRef values) {
+  PyObject *tuple = PyTuple_New(Py_ssize_t(values.size()));
+  if (!tuple)
+    throw py::error_already_set();
+  for (size_t i = 0; i < values.size(); ++i) {
+    PyObject *v = PyLong_FromLongLong(values[i]);
+    if (!v) {
+      Py_DECREF(tuple);
+      throw py::error_already_set();
+    }
+    PyTuple_SET_ITEM(tuple, i, v);
+  }
+  return tuple;
+}
+
+/// runio.tensor_spec of each tensor, read from the tensors' C++ side, with
+/// the spec of the last call (`previous`, same order) returned again where
+/// it still stands: the runtime then reuses what it read from it (Graph.
+/// new_run, Run.fetch_into). A tensor of another type than Tensor or
+/// Parameter (a subclass may override data_ptr) or without storage goes
+/// through `slow` (runio.tensor_spec), as does an element type `elements`
+/// does not name (it raises, naming it).
+py::list tensorSpecs(py::list tensors, py::dict elements, py::object previous,
+                     py::object slow) {
+  static PyObject *parameterType = [] {
+    py::object type = py::module_::import("torch.nn").attr("Parameter");
+    return type.release().ptr();
+  }();
+  PyObject *last = PyList_Check(previous.ptr()) ? previous.ptr() : nullptr;
+  Py_ssize_t n = PyList_GET_SIZE(tensors.ptr());
+  py::list out(n);
+  std::unordered_map<int, PyObject *> elementOf; // scalar type -> element
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    PyObject *t = PyList_GET_ITEM(tensors.ptr(), k);
+    PyObject *type = reinterpret_cast<PyObject *>(Py_TYPE(t));
+    bool plain = type == THPVariableClass || type == parameterType;
+    const at::Tensor *x = plain ? &THPVariable_Unpack(t) : nullptr;
+    if (x && (!x->has_storage() || x->is_sparse() ||
+              x->unsafeGetTensorImpl()->is_python_dispatch()))
+      x = nullptr;
+    PyObject *element = nullptr;
+    if (x) {
+      int st = int(x->scalar_type());
+      auto it = elementOf.find(st);
+      if (it == elementOf.end()) {
+        PyObject *dtype =
+            reinterpret_cast<PyObject *>(torch::getTHPDtype(x->scalar_type()));
+        element = PyDict_GetItemWithError(elements.ptr(), dtype);
+        if (!element && PyErr_Occurred())
+          throw py::error_already_set();
+        it = elementOf.emplace(st, element).first;
+      }
+      element = it->second;
+    }
+    if (!element) { // not a plain tensor, or an unknown element type
+      PyObject *spec = PyObject_CallOneArg(slow.ptr(), t);
+      if (!spec)
+        throw py::error_already_set();
+      PyList_SET_ITEM(out.ptr(), k, spec);
+      continue;
+    }
+    uintptr_t data = reinterpret_cast<uintptr_t>(x->data_ptr());
+    PyObject *before =
+        last && k < PyList_GET_SIZE(last) ? PyList_GET_ITEM(last, k) : nullptr;
+    if (specStands(before, t, element, *x, data)) {
+      PyList_SET_ITEM(out.ptr(), k, Py_NewRef(before));
+      continue;
+    }
+    PyObject *spec = PyTuple_New(5);
+    if (!spec)
+      throw py::error_already_set();
+    PyList_SET_ITEM(out.ptr(), k, spec); // owned by `out` from here
+    PyObject *ptr = PyLong_FromUnsignedLongLong(data);
+    if (!ptr)
+      throw py::error_already_set();
+    PyTuple_SET_ITEM(spec, 0, ptr);
+    PyTuple_SET_ITEM(spec, 1, Py_NewRef(element));
+    PyObject *sizes = THPSize_NewFromSizes(x->dim(), x->sizes().data());
+    if (!sizes)
+      throw py::error_already_set();
+    PyTuple_SET_ITEM(spec, 2, sizes);
+    PyTuple_SET_ITEM(spec, 3, intTuple(x->strides()));
+    PyTuple_SET_ITEM(spec, 4, Py_NewRef(t));
+  }
+  return out;
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(_, Fake, m) {
@@ -278,6 +405,10 @@ PYBIND11_MODULE(_terra_dispatch, m) {
       py::arg("tensors"),
       "Bumps each tensor's autograd version counter, as an in-place op "
       "does.");
+  m.def("tensor_specs", &tensorSpecs, py::arg("tensors"), py::arg("elements"),
+        py::arg("previous"), py::arg("slow"),
+        "runio.tensor_spec of each tensor; a spec of `previous` (the last "
+        "call's list) that still stands is returned again.");
   m.def(
       "counts",
       [] {

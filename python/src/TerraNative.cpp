@@ -98,16 +98,59 @@ bool checkReadable(py::handle owner, const std::string &graphDevice,
                         (graphDevice == "cuda" ? "cuda" : "cpu"));
 }
 
+/// A Python int as int64 (sizes, strides, ids) through the C API: pybind's
+/// caster costs a temporary object per element, and a step crosses
+/// thousands (every state tensor at its start and its commit, every feed).
+int64_t asInt64(PyObject *o) {
+  if (!PyLong_Check(o))
+    return py::reinterpret_borrow<py::object>(o).cast<int64_t>();
+  long long v = PyLong_AsLongLong(o);
+  if (v == -1 && PyErr_Occurred())
+    throw py::error_already_set();
+  return v;
+}
+
+/// Sizes or strides: a tuple (torch.Size is one) read in place, any other
+/// sequence through pybind's caster.
+std::vector<int64_t> asInt64s(PyObject *o) {
+  if (!PyTuple_Check(o))
+    return py::reinterpret_borrow<py::object>(o).cast<std::vector<int64_t>>();
+  Py_ssize_t n = PyTuple_GET_SIZE(o);
+  std::vector<int64_t> out(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i)
+    out[i] = asInt64(PyTuple_GET_ITEM(o, i));
+  return out;
+}
+
+/// An element type name ("f32", ...) as a DType; the name's UTF-8 is read
+/// in place.
+DType dtypeOf(PyObject *name) {
+  Py_ssize_t n = 0;
+  const char *text =
+      PyUnicode_Check(name) ? PyUnicode_AsUTF8AndSize(name, &n) : nullptr;
+  if (!text)
+    return dtypeOf(
+        py::reinterpret_borrow<py::object>(name).cast<std::string>());
+  return dtypeOf(std::string(text, static_cast<size_t>(n)));
+}
+
 /// (data_ptr, dtype, sizes, strides, owner) -> Tensor, without a
 /// reference to the owner: valid while the caller holds `spec`.
 Tensor toTensorView(py::tuple spec) {
   if (spec.size() != 5)
     throw py::value_error("a tensor spec is (ptr, dtype, sizes, strides, owner)");
+  PyObject *const *item = &PyTuple_GET_ITEM(spec.ptr(), 0);
   Tensor t;
-  t.data = reinterpret_cast<void *>(spec[0].cast<uintptr_t>());
-  t.dtype = dtypeOf(spec[1].cast<std::string>());
-  t.sizes = spec[2].cast<std::vector<int64_t>>();
-  t.strides = spec[3].cast<std::vector<int64_t>>();
+  PyObject *ptr = item[0];
+  t.data = reinterpret_cast<void *>(
+      PyLong_Check(ptr)
+          ? uintptr_t(PyLong_AsUnsignedLongLong(ptr))
+          : py::reinterpret_borrow<py::object>(ptr).cast<uintptr_t>());
+  if (PyErr_Occurred())
+    throw py::error_already_set();
+  t.dtype = dtypeOf(item[1]);
+  t.sizes = asInt64s(item[2]);
+  t.strides = asInt64s(item[3]);
   if (t.sizes.size() != t.strides.size())
     throw py::value_error("sizes and strides differ in rank");
   return t;
@@ -334,12 +377,39 @@ struct GraphDevice {
 };
 
 /// One iteration of a graph on its runner: the host's end of the channels.
+/// The state specs of a graph's latest run and what the runtime read from
+/// them. runio.tensor_specs returns a state tensor's spec object again
+/// while it still describes the tensor, so a spec seen before is not read
+/// again: Graph.new_run reuses its Tensor, and Run.fetch_into its view for
+/// a commit's destination (a step crossed ~1 us per state tensor each
+/// time, mostly cache misses on the spec's Python objects).
+struct SpecCache {
+  std::vector<py::object> specs; ///< Strong: an address is never reused.
+  std::vector<Tensor> tensors;   ///< specs[i] as read, its owner kept.
+  /// Spec -> index, built at the first lookup after a run's creation.
+  std::unordered_map<PyObject *, size_t> index;
+  uint64_t generation = 0; ///< Moves with every run created.
+
+  /// The Tensor read from `spec` for run `generation`, or null.
+  const Tensor *find(uint64_t runGeneration, PyObject *spec) {
+    if (runGeneration != generation)
+      return nullptr;
+    if (index.empty())
+      for (size_t i = 0; i < specs.size(); ++i)
+        index.emplace(specs[i].ptr(), i);
+    auto it = index.find(spec);
+    return it == index.end() ? nullptr : &tensors[it->second];
+  }
+};
+
 class Run {
 public:
   Run(std::shared_ptr<GraphRunner> runner, std::shared_ptr<RunState> state,
-      GraphDevice device)
+      GraphDevice device, std::shared_ptr<SpecCache> specCache = nullptr,
+      uint64_t generation = 0)
       : runner(std::move(runner)), state(std::move(state)),
-        device(std::move(device)) {}
+        device(std::move(device)), specCache(std::move(specCache)),
+        generation(generation) {}
 
   void start() {
     if (started)
@@ -453,23 +523,29 @@ public:
     points.reserve(items.size());
     dsts.reserve(items.size());
     for (py::handle h : items) {
-      auto t = h.cast<py::tuple>();
-      if (t.size() != 3)
+      PyObject *t = h.ptr();
+      if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 3 ||
+          !PyTuple_Check(PyTuple_GET_ITEM(t, 2)))
         throw py::value_error("an item is (point, instance, tensor spec)");
-      points.push_back({t[0].cast<int64_t>(), t[1].cast<uint64_t>()});
+      int64_t instance = asInt64(PyTuple_GET_ITEM(t, 1));
+      if (instance < 0)
+        throw py::value_error("an item's instance is negative");
+      points.push_back({asInt64(PyTuple_GET_ITEM(t, 0)), uint64_t(instance)});
       // `items` holds the destinations for the call: no owner needed.
-      dsts.push_back(toTensorView(t[2].cast<py::tuple>()));
+      PyObject *spec = PyTuple_GET_ITEM(t, 2);
+      const Tensor *seen =
+          specCache ? specCache->find(generation, spec) : nullptr;
+      dsts.push_back(
+          seen ? *seen : toTensorView(py::reinterpret_borrow<py::tuple>(spec)));
     }
     std::vector<bool> copied(dsts.size(), false);
-    std::vector<Tensor> sources(dsts.size());
+    std::vector<Tensor> sources;
     bool published = true;
     Channels &channels = live().channels;
     {
       py::gil_scoped_release release;
       // All values first: the state is written all or not at all.
-      for (size_t i = 0; i < dsts.size() && published; ++i)
-        published =
-            channels.waitFetch(points[i].first, points[i].second, sources[i]);
+      published = channels.waitFetches(points, sources);
       std::vector<Copy> copies;
       size_t total = 0;
       for (size_t i = 0; i < dsts.size() && published; ++i) {
@@ -557,6 +633,8 @@ private:
   std::shared_ptr<GraphRunner> runner;
   std::shared_ptr<RunState> state;
   GraphDevice device;
+  std::shared_ptr<SpecCache> specCache; ///< Its graph's (CPU graphs).
+  uint64_t generation = 0;              ///< specCache's when made.
   bool started = false, finished = false;
 };
 
@@ -590,7 +668,20 @@ public:
     // object or data pointer differs from the last run's (the same ones
     // cannot have moved to another device). Most runs look up none.
     checkedStates.resize(states.size());
+    // A CPU graph reads the state where it is: a spec seen by the last run
+    // (the same object) gives the same Tensor (SpecCache).
+    bool reuse = !device.onDevice;
+    if (reuse) {
+      ++specCache->generation;
+      specCache->index.clear();
+      specCache->specs.resize(states.size());
+      specCache->tensors.resize(states.size());
+    }
     for (size_t i = 0; i < states.size(); ++i) {
+      if (reuse && specCache->specs[i].ptr() == states[i].ptr()) {
+        state->states.push_back(specCache->tensors[i]);
+        continue;
+      }
       CheckedState seen{states[i][4].ptr(), states[i][0].cast<uintptr_t>()};
       CheckedState &last = checkedStates[i];
       if (last.owner != seen.owner || last.data != seen.data) {
@@ -602,6 +693,10 @@ public:
                                   ? toDeviceTensor(states[i], state->memory,
                                                    last.cuda || device.fake)
                                   : toTensor(states[i]));
+      if (reuse) {
+        specCache->specs[i] = states[i];
+        specCache->tensors[i] = state->states.back();
+      }
     }
     if (!hostExecutor.is_none()) {
       // Held through pyOwner: the run may be released on the runner thread,
@@ -627,10 +722,12 @@ public:
         }
       };
     }
-    return std::make_unique<Run>(runner, std::move(state), device);
+    return std::make_unique<Run>(runner, std::move(state), device, specCache,
+                                 specCache->generation);
   }
   std::unique_ptr<CompiledGraph> graph;
   GraphDevice device;
+  std::shared_ptr<SpecCache> specCache = std::make_shared<SpecCache>();
   /// Each state tensor checkReadable accepted: its owner, its data pointer
   /// and whether it is in CUDA memory.
   struct CheckedState {

@@ -204,6 +204,9 @@ class TerraFunction:
         self.cursor: Any = None
         self.unrolled: set[int] = set()
         self.state_names: list[str] = []
+        # The state's specs as the last co-executed step crossed them
+        # (runio.tensor_specs returns those that still stand again).
+        self.state_specs_seen: Optional[list] = None
         self.host_op_names: list[str] = []
         self.host_executor: Optional[Callable] = None
         self.stages: dict[str, str] = {}

@@ -1,7 +1,8 @@
 """The native runtime's process-wide settings and the environment variables
 that set them (python/terra/native.py); a Session used from several threads;
 native backtraces of fatal signals (TERRA_NATIVE_BACKTRACE); a finished run freed
-by its runner thread (Run.retire)."""
+by its runner thread (Run.retire); state specs that stand crossing as the same
+objects (SpecCache)."""
 from __future__ import annotations
 
 import os
@@ -211,3 +212,48 @@ def test_a_finished_run_is_freed_by_its_runner_and_its_tensors_are_released(monk
     runs.clear()
     gc.collect()
     assert [r() is None for r in refs[:-1]] == [True] * 3  # the last may wait for the next step
+
+
+def test_a_standing_state_crosses_as_the_same_specs() -> None:
+    # With the dispatch hook, a co-executed step's state specs are the last
+    # step's objects while they stand, and the runtime reuses what it read
+    # from them (SpecCache); a parameter given new memory crosses as a new
+    # spec: the graph reads and commits there, as eager updates it.
+    if native.load_dispatch() is None:
+        pytest.skip("the dispatch hook is not built")
+    import terra
+
+    def make():
+        torch.manual_seed(0)
+        w = torch.nn.Parameter(torch.randn(8, 8))
+        opt = torch.optim.SGD([w], lr=0.1, momentum=0.9)
+
+        def step(x):
+            loss = (x @ w).tanh().sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return w, step
+
+    w, fn = make()
+    w_ref, ref = make()
+    fn = terra.function(fn)
+    g = torch.Generator().manual_seed(1)
+    seen = []
+    for i in range(12):
+        if i == 9:
+            fresh = torch.randn(8, 8, generator=g)
+            w.data, w_ref.data = fresh.clone(), fresh.clone()
+        x = torch.randn(8, 8, generator=g)
+        torch.testing.assert_close(fn(x), ref(x))
+        torch.testing.assert_close(w, w_ref)
+        if i == 5:
+            fn.wait_compiled()
+        if fn.stats.steps[-1]["phase"] == "coexec":
+            seen.append((i, list(fn.state_specs_seen)))
+    assert [i for i, _ in seen][-4:] == [8, 9, 10, 11]
+    specs = dict(seen)
+    at = next(k for k, s in enumerate(specs[8]) if s[4] is w)
+    assert specs[8][at] is not specs[9][at]  # new memory: a new spec
+    assert all(a is b for a, b in zip(specs[10], specs[11]))  # standing: the same ones

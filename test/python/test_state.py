@@ -185,6 +185,47 @@ def test_native_tensor_specs_equal_tensor_spec() -> None:
         tensor_specs(odd)  # named, as tensor_spec names it
 
 
+def test_tensor_specs_return_a_spec_that_still_stands_again() -> None:
+    # With the last call's specs, runio.tensor_specs returns each spec that
+    # still describes its tensor again (the runtime reuses what it read
+    # from a spec object it has seen: Graph.new_run, Run.fetch_into); any
+    # change the runtime would read differently gives a new spec.
+    if native.load_dispatch() is None:
+        pytest.skip("the dispatch hook is not built")
+
+    class Sub(torch.Tensor):
+        pass
+
+    p = nn.Parameter(torch.ones(3, 4))
+    b = torch.zeros(6)
+    tensors = [p, b, torch.ones(4, 2).t(), torch.ones(2).as_subclass(Sub)]
+    first = tensor_specs(tensors)
+    assert first == [tensor_spec(t) for t in tensors]
+    again = tensor_specs(tensors, first)
+    assert again == first
+    assert [a is f for a, f in zip(again, first)] == [True, True, True, False]  # a subclass: tensor_spec
+    assert tensor_specs(tensors, [None, 3]) == first  # anything else in `previous`: read afresh
+
+    def transpose() -> None:
+        with torch.no_grad():
+            p.t_()
+    changes = [
+        lambda: setattr(p, "data", torch.zeros(3, 4)),  # new memory
+        transpose,  # the same memory, other sizes and strides
+        lambda: tensors[2].as_strided_((2, 4), (4, 1)),  # the same sizes, other strides
+        lambda: b.resize_(9),  # other sizes
+        lambda: b.set_(b.untyped_storage() if hasattr(b, "untyped_storage") else b.storage(), 1, (5,)),  # offset
+        lambda: setattr(p, "data", p.data.double()),  # another dtype
+        lambda: tensors.__setitem__(1, b.clone()),  # another tensor in that place
+    ]
+    for k, change in enumerate(changes):
+        last = tensor_specs(tensors)
+        change()
+        now = tensor_specs(tensors, last)
+        assert now == [tensor_spec(t) for t in tensors], f"change {k}"
+        assert any(a is not b for a, b in zip(now[:3], last[:3])), f"change {k} went unseen"
+
+
 def test_bump_versions_counts_as_an_in_place_write() -> None:
     p = nn.Parameter(torch.ones(3))
     t = torch.zeros(2)
