@@ -130,10 +130,9 @@ bool Channels::waitFetch(int64_t point, uint64_t instance, Tensor &out) {
   return true;
 }
 
-bool Channels::waitFetches(
+bool Channels::visitFetches(
     const std::vector<std::pair<int64_t, uint64_t>> &points,
-    std::vector<Tensor> &out) {
-  out.resize(points.size());
+    llvm::function_ref<void(size_t, const Tensor &)> visit) {
   size_t i = 0;
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -146,12 +145,15 @@ bool Channels::waitFetches(
       auto it = fetches.find(point);
       if (it == fetches.end() || it->second.size() < instance)
         break; // not published yet: wait for it (and the rest) one by one
-      out[i] = it->second[instance - 1];
+      visit(i, it->second[instance - 1]);
     }
   }
-  for (; i < points.size(); ++i)
-    if (!waitFetch(points[i].first, points[i].second, out[i]))
+  for (; i < points.size(); ++i) {
+    Tensor value;
+    if (!waitFetch(points[i].first, points[i].second, value))
       return false;
+    visit(i, value);
+  }
   return true;
 }
 

@@ -26,6 +26,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -519,7 +520,11 @@ public:
   /// each.
   py::object fetchInto(const py::list &items) {
     std::vector<std::pair<int64_t, uint64_t>> points;
-    std::vector<Tensor> dsts;
+    // Each destination: the view the run's SpecCache read from a state
+    // spec, else one read here (`parsed`). `items` holds the destinations
+    // for the call: no owner needed.
+    std::vector<const Tensor *> dsts;
+    std::deque<Tensor> parsed;
     points.reserve(items.size());
     dsts.reserve(items.size());
     for (py::handle h : items) {
@@ -531,36 +536,37 @@ public:
       if (instance < 0)
         throw py::value_error("an item's instance is negative");
       points.push_back({asInt64(PyTuple_GET_ITEM(t, 0)), uint64_t(instance)});
-      // `items` holds the destinations for the call: no owner needed.
       PyObject *spec = PyTuple_GET_ITEM(t, 2);
       const Tensor *seen =
           specCache ? specCache->find(generation, spec) : nullptr;
-      dsts.push_back(
-          seen ? *seen : toTensorView(py::reinterpret_borrow<py::tuple>(spec)));
+      if (!seen)
+        seen = &parsed.emplace_back(
+            toTensorView(py::reinterpret_borrow<py::tuple>(spec)));
+      dsts.push_back(seen);
     }
     std::vector<bool> copied(dsts.size(), false);
-    std::vector<Tensor> sources;
-    bool published = true;
     Channels &channels = live().channels;
+    std::vector<Copy> copies;
+    size_t total = 0;
+    bool published;
     {
       py::gil_scoped_release release;
       // All values first: the state is written all or not at all.
-      published = channels.waitFetches(points, sources);
-      std::vector<Copy> copies;
-      size_t total = 0;
-      for (size_t i = 0; i < dsts.size() && published; ++i) {
-        const Tensor &dst = dsts[i], &src = sources[i];
-        if (src.dtype != dst.dtype || src.sizes != dst.sizes ||
-            !src.isContiguous() || !dst.isContiguous())
-          continue;
-        size_t bytes = size_t(src.numel()) * dtypeSize(src.dtype);
-        if (src.data != dst.data && bytes) {
-          copies.push_back({dst.data, src.data, bytes});
-          total += bytes;
-        }
-        copied[i] = true;
-      }
-      copyAll(copies, total);
+      published =
+          channels.visitFetches(points, [&](size_t i, const Tensor &src) {
+            const Tensor &dst = *dsts[i];
+            if (src.dtype != dst.dtype || src.sizes != dst.sizes ||
+                !src.isContiguous() || !dst.isContiguous())
+              return;
+            size_t bytes = size_t(src.numel()) * dtypeSize(src.dtype);
+            if (src.data != dst.data && bytes) {
+              copies.push_back({dst.data, src.data, bytes});
+              total += bytes;
+            }
+            copied[i] = true;
+          });
+      if (published)
+        copyAll(copies, total);
     }
     if (!published)
       return py::none();

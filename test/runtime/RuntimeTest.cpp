@@ -78,6 +78,38 @@ TEST(Channels, FetchInstancesPairUp) {
   EXPECT_FALSE(ch.waitFetch(3, 0, t));
 }
 
+// visitFetches: every (point, instance) in order, the published ones in
+// place, one not published yet waited for; a missing one fails the call.
+TEST(Channels, VisitFetchesSeesEveryValueInOrderAndWaitsForLateOnes) {
+  Channels ch;
+  ch.publishFetch(3, scalarF32(5));
+  ch.publishFetch(3, scalarF32(6));
+  ch.publishFetch(1, scalarF32(7));
+  std::thread graph([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ch.publishFetch(2, scalarF32(8)); // the host waits for it
+  });
+  std::vector<std::pair<size_t, float>> seen;
+  auto record = [&](size_t i, const Tensor &t) {
+    seen.push_back({i, at(t, 0)});
+  };
+  ASSERT_TRUE(ch.visitFetches({{3, 2}, {1, 1}, {2, 1}, {3, 1}}, record));
+  graph.join();
+  std::vector<std::pair<size_t, float>> expected{
+      {0, 6}, {1, 7}, {2, 8}, {3, 5}};
+  EXPECT_EQ(seen, expected);
+  seen.clear();
+  EXPECT_FALSE(ch.visitFetches({{1, 1}, {3, 0}}, record)); // instance 0
+  ch.close();
+  EXPECT_FALSE(ch.visitFetches({{1, 1}, {9, 1}}, record)); // never published
+  Channels cancelled;
+  cancelled.publishFetch(1, scalarF32(1));
+  cancelled.cancel();
+  seen.clear();
+  EXPECT_FALSE(cancelled.visitFetches({{1, 1}}, record));
+  EXPECT_TRUE(seen.empty());
+}
+
 TEST(Channels, FetchReadyIsTrueExactlyWhenAWaitWouldNotBlock) {
   Channels ch;
   EXPECT_FALSE(ch.fetchReady(3, 1));
