@@ -377,7 +377,6 @@ struct GraphDevice {
   bool fake, onDevice;
 };
 
-/// One iteration of a graph on its runner: the host's end of the channels.
 /// The state specs of a graph's latest run and what the runtime read from
 /// them. runio.tensor_specs returns a state tensor's spec object again
 /// while it still describes the tensor, so a spec seen before is not read
@@ -403,6 +402,7 @@ struct SpecCache {
   }
 };
 
+/// One iteration of a graph on its runner: the host's end of the channels.
 class Run {
 public:
   Run(std::shared_ptr<GraphRunner> runner, std::shared_ptr<RunState> state,
@@ -728,7 +728,8 @@ public:
         }
       };
     }
-    return std::make_unique<Run>(runner, std::move(state), device, specCache,
+    return std::make_unique<Run>(runner, std::move(state), device,
+                                 reuse ? specCache : nullptr,
                                  specCache->generation);
   }
   std::unique_ptr<CompiledGraph> graph;
