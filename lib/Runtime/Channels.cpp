@@ -132,7 +132,7 @@ bool Channels::waitFetch(int64_t point, uint64_t instance, Tensor &out) {
 
 bool Channels::visitFetches(
     const std::vector<std::pair<int64_t, uint64_t>> &points,
-    llvm::function_ref<void(size_t, const Tensor &)> visit) {
+    const std::function<void(size_t, const Tensor &)> &visit) {
   size_t i = 0;
   {
     std::lock_guard<std::mutex> lock(mu);

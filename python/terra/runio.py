@@ -27,14 +27,14 @@ def tensor_spec(t: torch.Tensor) -> tuple:
 
 def tensor_specs(tensors: list, previous: list | None = None) -> list:
     """[tensor_spec(t) for t in tensors], in one native call where the
-    native modules are built. With the dispatch hook's (DispatchHook.cpp),
-    read from the tensors' C++ side (~0.8 us per tensor through their
-    Python methods), and a spec of `previous` (the last call's list, same
-    order) that still describes its tensor (same object, data pointer,
-    sizes, strides and element type) is returned again: the runtime
+    native modules are built. The dispatch hook's (DispatchHook.cpp)
+    reads the tensors' C++ side (their Python methods cost ~0.8 us per
+    tensor in place) and returns a spec of `previous` (the last call's
+    list, same order) again where it still describes its tensor (the same
+    object, data pointer, sizes, strides and element type): the runtime
     reuses what it read from a spec it has seen (Graph.new_run,
-    Run.fetch_into). Otherwise StateWalk.cpp's, which reads them through
-    the tensors' Python methods (~0.5 us per tensor in Python)."""
+    Run.fetch_into). Without the hook, StateWalk.cpp's, through the
+    tensors' Python methods (~0.5 us per tensor in Python)."""
     reusing = _native.optional_function("tensor_specs", dispatch=True)
     if reusing is not None:
         return reusing(tensors, ELEMENT_TYPES, previous, tensor_spec)

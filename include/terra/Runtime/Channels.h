@@ -12,12 +12,12 @@
 #define TERRA_RUNTIME_CHANNELS_H
 
 #include "terra/Runtime/Tensor.h"
-#include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -40,7 +40,7 @@ public:
   /// Tensor copy each cost the host ~0.6 us per value); `visit` only reads
   /// them. Their buffers stay valid while the channels live.
   bool visitFetches(const std::vector<std::pair<int64_t, uint64_t>> &points,
-                    llvm::function_ref<void(size_t, const Tensor &)> visit);
+                    const std::function<void(size_t, const Tensor &)> &visit);
   /// Whether `waitFetch(point, instance)` would return without blocking:
   /// the value is published, or the run was cancelled or has ended. The
   /// host polls it to use the time it would wait (freeing the previous
