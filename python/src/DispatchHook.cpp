@@ -297,28 +297,21 @@ py::list tensorSpecs(py::list tensors, py::dict elements, py::object previous,
   PyObject *last = PyList_Check(previous.ptr()) ? previous.ptr() : nullptr;
   Py_ssize_t n = PyList_GET_SIZE(tensors.ptr());
   py::list out(n);
-  std::unordered_map<int, PyObject *> elementOf; // scalar type -> element
   for (Py_ssize_t k = 0; k < n; ++k) {
     PyObject *t = PyList_GET_ITEM(tensors.ptr(), k);
     PyObject *type = reinterpret_cast<PyObject *>(Py_TYPE(t));
     bool plain = type == THPVariableClass || type == parameterType;
     const at::Tensor *x = plain ? &THPVariable_Unpack(t) : nullptr;
-    if (x && (!x->has_storage() || x->is_sparse() ||
-              x->unsafeGetTensorImpl()->is_python_dispatch()))
+    if (x &&
+        (!x->has_storage() || x->unsafeGetTensorImpl()->is_python_dispatch()))
       x = nullptr;
     PyObject *element = nullptr;
     if (x) {
-      int st = int(x->scalar_type());
-      auto it = elementOf.find(st);
-      if (it == elementOf.end()) {
-        PyObject *dtype =
-            reinterpret_cast<PyObject *>(torch::getTHPDtype(x->scalar_type()));
-        element = PyDict_GetItemWithError(elements.ptr(), dtype);
-        if (!element && PyErr_Occurred())
-          throw py::error_already_set();
-        it = elementOf.emplace(st, element).first;
-      }
-      element = it->second;
+      PyObject *dtype =
+          reinterpret_cast<PyObject *>(torch::getTHPDtype(x->scalar_type()));
+      element = PyDict_GetItemWithError(elements.ptr(), dtype);
+      if (!element && PyErr_Occurred())
+        throw py::error_already_set();
     }
     if (!element) { // not a plain tensor, or an unknown element type
       PyObject *spec = PyObject_CallOneArg(slow.ptr(), t);
