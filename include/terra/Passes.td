@@ -91,7 +91,10 @@ def TerraLowerGraph : Pass<"terra-lower-graph", "mlir::ModuleOp"> {
     [?, 4]"), since the cast from the unranked memref would take any. The
     guards' messages are the module's `terra.asserts` and, for graphs run
     without the module (compiled ahead of time), the public constant
-    `terra_check_messages` (NUL-terminated, an empty one last).
+    `terra_check_messages` (NUL-terminated, an empty one last). A guard
+    inside a linalg op's body (an index checked per element) calls
+    `terra_rt_check` only when it fails (`scf.if`): a call per element
+    cannot be hoisted and cost more than the element's copy.
 
     Host tensors may be strided views, so feeds and state arrive as fully
     dynamic strided memrefs, on which no two loop dims can be merged: an
@@ -109,7 +112,8 @@ def TerraLowerGraph : Pass<"terra-lower-graph", "mlir::ModuleOp"> {
   ];
   let dependentDialects = [
     "mlir::func::FuncDialect", "mlir::memref::MemRefDialect",
-    "mlir::bufferization::BufferizationDialect", "mlir::arith::ArithDialect"];
+    "mlir::bufferization::BufferizationDialect", "mlir::arith::ArithDialect",
+    "mlir::scf::SCFDialect"];
 }
 
 def TerraLibraryCalls : Pass<"terra-library-calls", "mlir::ModuleOp"> {

@@ -435,6 +435,22 @@ def test_index_tensor_advanced_indexing():
     check_expected("aten.index.Tensor", [x, i], {}, x[i], dynamic=[1])
 
 
+def test_gathers_check_each_index():
+    # The bound check runs inside the gather's loop, called only when it
+    # fails (terra-lower-graph): an index out of range still ends the run
+    # with the op's message, wherever it sits among the elements.
+    x = rand(4, 3)
+    cases = [("aten.index.Tensor", [x, torch.tensor([0, 3, 4])], {}, (3, 3), "index: index out of range"),
+             ("aten.index.Tensor", [x, torch.tensor([-5, 0])], {}, (2, 3), "index: index out of range"),
+             ("aten.index_select", [x, torch.tensor([1, 2, 0, 7])], {"dim": 1}, (4, 4),
+              "index_select: index out of range in self"),
+             ("aten.embedding", [x, torch.tensor([[0, 1], [4, 2]])], {}, (2, 2, 3),
+              "embedding: index out of range in self")]
+    for name, args, kwargs, shape, message in cases:
+        with pytest.raises(RuntimeError, match=message):
+            check_expected(name, args, kwargs, rand(*shape))
+
+
 @pytest.mark.parametrize("accumulate", [False, True])
 def test_index_put_every_dim_indexed(accumulate):
     x = torch.randn(3, 4)
