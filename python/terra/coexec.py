@@ -36,7 +36,7 @@ from typing import Any, Callable, Optional
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from . import backward, dropout, native, relax, replay, tracing
+from . import backward, dropout, indexing, native, relax, replay, tracing
 from .placeholder import Placeholder, Token, ValueUnavailable, real, view_placeholder
 from .loops import restrict, transitions
 from .replay import _MISS, TapeRecorder, WeakResults, _Replayed, logged_outputs
@@ -858,9 +858,10 @@ class CoExecutor(TapeRecorder, _Recorder):
                 m = m._terra_real
             reals.append(m)
         with self.pause():
-            probe = torch.zeros(tuple(x.shape), dtype=x.dtype)
-            out = func(probe, reals)
-            return torch.empty(tuple(out.shape), dtype=out.dtype, device="meta")
+            shape = indexing.masked_shape(tuple(x.shape), reals)
+            if shape is None:  # (another form: torch's own answer, or its error)
+                shape = tuple(func(torch.zeros(tuple(x.shape), dtype=x.dtype), reals).shape)
+            return torch.empty(shape, dtype=x.dtype, device="meta")
 
     # -- validation ------------------------------------------------------------
     def _handle(self, ref: ValueRef) -> tuple[int, int, int]:

@@ -63,7 +63,8 @@ def plan(func: Any, args: tuple, kwargs: dict) -> Optional[_Plan]:
     if kwargs or len(args) < 2:
         return None
     x, indices = args[0], args[1]
-    if (not isinstance(x, torch.Tensor) or not isinstance(indices, (list, tuple)) or None not in indices
+    if (not isinstance(x, torch.Tensor) or not isinstance(indices, (list, tuple))
+            or not any(i is None for i in indices)  # (`None in indices` would compare tensors)
             or len(indices) > x.dim()):
         return None
     tensors = [i for i in indices if i is not None]
@@ -105,3 +106,36 @@ def run(dispatch: Any, types_: Any, func: Any, args: tuple, p: _Plan) -> Any:
     if x.is_contiguous() and not back.is_contiguous():
         back = dispatch(_CLONE, types_, (back,), {"memory_format": torch.contiguous_format})
     return back
+
+
+def masked_shape(shape: tuple, indices: list) -> Optional[tuple]:
+    """The shape of `x[indices]` for an `x` of `shape`, where the indices
+    are `None` and one real boolean mask: a mask of k dims stands for k
+    index tensors of its count of true elements (torch's nonzero), placed
+    by the advanced-indexing rule. None for any other form (integer
+    tensors, several masks, a uint8 or 0-dim mask, a mask whose shape is
+    not that of the dims it covers): the caller asks torch, which also
+    raises torch's error or warning."""
+    dims: list = []  # per dim of x: None, or the length of its index
+    masks = 0
+    for m in indices:
+        if m is None:
+            dims.append(None)
+            continue
+        masks += 1
+        if masks > 1 or m.dtype is not torch.bool or m.dim() == 0 or m.device.type != "cpu":
+            return None
+        k, at = m.dim(), len(dims)
+        if tuple(m.shape) != shape[at:at + k]:
+            return None
+        dims += [int(torch.count_nonzero(m))] * k
+    if len(dims) > len(shape):
+        return None
+    dims += [None] * (len(shape) - len(dims))
+    adv = [d for d, n in enumerate(dims) if n is not None]
+    if not adv:
+        return None
+    rest = [shape[d] for d, n in enumerate(dims) if n is None]
+    # Adjacent index dims stay where the first one is; others go in front.
+    first = adv[0] if adv[-1] - adv[0] == len(adv) - 1 else 0
+    return tuple(rest[:first]) + (dims[adv[0]],) + tuple(rest[first:])

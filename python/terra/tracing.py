@@ -707,7 +707,7 @@ class _Recorder(TorchDispatchMode):
                 # position (after the dims skipped with None).
                 count = self._true_count(masks[0])
                 if count is not None:
-                    self._source = (count, list(args[1]).index(masks[0]))
+                    self._source = (count, next(k for k, m in enumerate(args[1]) if m is masks[0]))
         if name == "aten._local_scalar_dense":
             self._kind = "mat"
             return self.materialize(args[0], "item", lambda v: func(v, *args[1:], **kwargs), site)

@@ -162,6 +162,40 @@ def test_boolean_mask_indexing_with_data_dependent_size() -> None:
     assert stats["coexec_iterations"] >= 4
 
 
+def test_a_masked_index_is_shaped_as_torch_shapes_it() -> None:
+    # A replayed `x[mask]` gets its result's shape from the mask's count
+    # (indexing.masked_shape) instead of running the index on zeros; other
+    # forms (several masks, a mask that does not fit, integer indices) are
+    # left to torch, which raises its own error.
+    from terra import indexing
+    rng = np.random.RandomState(0)
+    answered = 0
+    for _ in range(600):
+        shape = tuple(int(d) for d in rng.randint(0, 4, rng.randint(1, 5)))
+        indices, d = [], 0
+        while d < len(shape) and rng.rand() < 0.8:
+            if rng.rand() < 0.4:
+                indices.append(None)
+                d += 1
+                continue
+            k = int(rng.randint(1, len(shape) - d + 1))
+            dims = shape[d:d + k] if rng.rand() < 0.9 else shape[d:d + k - 1] + (5,)
+            indices.append(torch.from_numpy(rng.rand(*dims) > 0.5))
+            d += k
+        if not any(i is not None for i in indices):
+            continue
+        got = indexing.masked_shape(shape, indices)
+        if got is None:
+            continue
+        answered += 1
+        assert got == tuple(torch.ops.aten.index.Tensor(torch.zeros(shape), indices).shape), (shape, indices)
+    assert answered > 150
+    mask = torch.tensor([True, False, True])
+    assert indexing.masked_shape((3, 2), [mask, mask.clone()[:2]]) is None  # two masks
+    assert indexing.masked_shape((4, 2), [mask]) is None  # the mask does not fit: torch raises
+    assert indexing.masked_shape((3, 2), [torch.tensor([0, 2])]) is None  # integer indices
+
+
 def test_a_mask_count_is_dynamic_only_where_it_flows(tmp_path: Any) -> None:
     # Three rows selected, three classes: the count is a dynamic dim of the
     # selected rows and of what follows their shape, not of the classifier's
