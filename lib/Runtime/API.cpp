@@ -97,7 +97,7 @@ void *allocBuffer(size_t size, size_t alignment) {
                      " bytes of device-reachable memory for a graph buffer");
     return nullptr;
   }
-  run->buffers.insert(p);
+  run->buffers.insert(p, true);
   return p;
 }
 
@@ -125,7 +125,7 @@ bool stageInput(RunState *run, const Tensor &t, UnrankedMemRef *out) {
     failRun(run, error);
     return false;
   }
-  run->buffers.insert(staged.data);
+  run->buffers.insert(staged.data, true);
   describe(staged, out, true);
   return true;
 }
@@ -292,7 +292,7 @@ bool fetchImpl(RunState *run, int64_t id, DType dtype,
     run->channels.publishFetch(id, std::move(host));
     return true;
   }
-  if (run->buffers.count(d->allocated)) {
+  if (run->buffers.contains(d->allocated)) {
     // A buffer of this run: publish it without a copy. The graph never
     // writes into a buffer after fetching it: every lowering writes into
     // fresh destinations (tensor.empty / alloc), so one-shot bufferization
@@ -548,6 +548,10 @@ void _mlir_memref_to_llvm_free(void *p) {
   // are never freed by the graph.
   if (!current || !current->buffers.erase(p))
     return;
+  if (current->published.empty()) {
+    current->memory.free(p);
+    return;
+  }
   auto it = current->published.find(p);
   if (it == current->published.end()) {
     current->memory.free(p);

@@ -50,9 +50,10 @@ void invokeRun(void (*entry)(void **), void **args,
   // except those published by a fetch: fetched tensors own them now.
   if (run.verifyFetches)
     detail::verifyPublished(run, nullptr);
-  for (void *p : run.buffers)
+  run.buffers.forEach([&](void *p, bool) {
     if (!run.published.count(p))
       run.memory.free(p);
+  });
   run.buffers.clear();
   run.published.clear();
   run.fetchChecks.clear();
@@ -162,9 +163,12 @@ void GraphRunner::loop() {
     if (stopping && !pending)
       return;
     active = std::move(pending);
+    if (active->buffers.empty())
+      active->buffers = std::move(spareBuffers);
     lock.unlock();
     graph.invoke(*active);
     lock.lock();
+    spareBuffers = std::move(active->buffers); // cleared by the run's end
     finished = std::move(active);
     events.fetch_add(1, std::memory_order_release);
     cv.notify_all();

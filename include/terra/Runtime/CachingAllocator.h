@@ -14,6 +14,8 @@
 #ifndef TERRA_RUNTIME_CACHINGALLOCATOR_H
 #define TERRA_RUNTIME_CACHINGALLOCATOR_H
 
+#include "terra/Runtime/PointerMap.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -66,7 +68,7 @@ public:
         stats.cachedBytes -= cls;
         stats.liveBytes += cls;
         ++stats.hits;
-        live[p] = cls;
+        live.set(p, cls);
         return p;
       }
       ++stats.misses;
@@ -86,7 +88,7 @@ public:
         return nullptr;
     }
     std::lock_guard<std::mutex> lock(mu);
-    live[p] = cls;
+    live.set(p, cls);
     stats.liveBytes += cls;
     return p;
   }
@@ -97,11 +99,9 @@ public:
     if (!p)
       return true;
     std::unique_lock<std::mutex> lock(mu);
-    auto it = live.find(p);
-    if (it == live.end())
+    size_t cls = 0;
+    if (!live.erase(p, &cls))
       return false;
-    size_t cls = it->second;
-    live.erase(it);
     stats.liveBytes -= cls;
     if (stats.cachedBytes + cls <= limit) {
       free[cls].push_back(p);
@@ -138,7 +138,7 @@ private:
   size_t limit;
   std::mutex mu;
   std::unordered_map<size_t, std::vector<void *>> free;
-  std::unordered_map<void *, size_t> live;
+  PointerMap<size_t> live; ///< block -> its size class
   Stats stats;
 };
 

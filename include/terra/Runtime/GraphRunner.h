@@ -14,6 +14,7 @@
 
 #include "terra/Runtime/Channels.h"
 #include "terra/Runtime/HostAllocator.h"
+#include "terra/Runtime/PointerMap.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -23,7 +24,6 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 namespace mlir {
@@ -104,8 +104,9 @@ public:
   // Used by the runtime entry points on the runner thread.
   std::vector<Tensor> keepAlive;
   std::vector<Tensor> hostArgs, hostResults;
-  /// Every live buffer the graph allocated (_mlir_memref_to_llvm_alloc).
-  std::unordered_set<void *> buffers;
+  /// Every live buffer the graph allocated (_mlir_memref_to_llvm_alloc);
+  /// the values are unused.
+  PointerMap<bool> buffers;
   /// The graph's reference to each of its buffers that a fetch published
   /// without a copy; fetched tensors share ownership. The graph's free (or
   /// the end of the run) drops this reference only, so the memory lives,
@@ -198,6 +199,9 @@ private:
   std::condition_variable cv;
   std::shared_ptr<RunState> pending, active, finished;
   std::vector<std::shared_ptr<RunState>> retired;
+  /// The last run's table of live buffers, empty and grown to its size,
+  /// lent to the next run (runner thread only).
+  PointerMap<bool> spareBuffers;
   bool stopping = false;
   /// Moves (under `mu`) on every change a waiter waits for; the spin phase
   /// of the runner's idle wait and of `wait()` polls it (SpinWait.h).
