@@ -519,10 +519,11 @@ void terra_rt_host_call(int64_t id) {
 void terra_rt_check(bool ok, int64_t message) {
   if (ok)
     return;
-  const std::vector<std::string> &messages = current->assertMessages;
-  failRun(current, message >= 0 && size_t(message) < messages.size()
-                       ? messages[message]
-                       : "runtime check failed");
+  const std::vector<std::string> *messages = current->assertMessages;
+  failRun(current,
+          messages && message >= 0 && size_t(message) < messages->size()
+              ? (*messages)[message]
+              : "runtime check failed");
   unwind(current);
 }
 

@@ -24,7 +24,7 @@ void invokeRun(void (*entry)(void **), void **args,
                const std::vector<std::string> &asserts, RunState &run) {
   RunState *&current = detail::currentRun();
   current = &run;
-  run.assertMessages = asserts;
+  run.assertMessages = &asserts;
   std::jmp_buf buf;
   run.jump = &buf;
   if (run.memory.deviceError)
@@ -64,6 +64,7 @@ void invokeRun(void (*entry)(void **), void **args,
   if (run.status == RunState::Status::Pending)
     run.status = unwound ? RunState::Status::Cancelled : RunState::Status::Ok;
   run.jump = nullptr;
+  run.assertMessages = nullptr; // (the caller's: they may go now)
   current = nullptr;
   run.channels.close();
 }

@@ -120,7 +120,9 @@ public:
   };
   std::vector<FetchCheck> fetchChecks;
   void *jump = nullptr; ///< The jmp_buf to unwind to.
-  std::vector<std::string> assertMessages;
+  /// The graph's check messages, by index (its own: a run does not copy
+  /// them, ~1000 strings a run for YOLOv3).
+  const std::vector<std::string> *assertMessages = nullptr;
 };
 
 /// A row-major copy of host tensor `t` in a block of `memory` (`alloc`,
