@@ -382,9 +382,7 @@ class CoExecutor(TapeRecorder, _Recorder):
         self.graph_reads = 0
         self.host_reads = 0
         now = self.initial_tensors
-        value = compiled.state_value
-        states = tensor_specs([value(name, now) for name in compiled.state_names],
-                              compiled.state_specs_seen)
+        states = tensor_specs(compiled.state_values(now), compiled.state_specs_seen)
         compiled.state_specs_seen = states
         # State name -> the spec its tensor crossed with: a replayed
         # iteration changes no real tensor's metadata (its ops run in the

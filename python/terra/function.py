@@ -72,6 +72,11 @@ def _log_enabled() -> bool:
     return os.environ.get("TERRA_LOG", "") not in ("", "0")
 
 
+# State tensor types `state_values` takes as they are (a placeholder or a
+# missing slot gets a stand-in: state_value).
+_PLAIN_STATE = frozenset({torch.Tensor, torch.nn.Parameter})
+
+
 class _MergeFailure(Exception):
     """A trace the TraceGraph cannot take (the message says why)."""
 
@@ -602,6 +607,15 @@ class TerraFunction:
         """A fed tensor of `shape` fits the compiled graph's feed `node`."""
         want = self.node_shape(node, 0)
         return len(want) == len(shape) and all(w < 0 or w == d for w, d in zip(want, shape))
+
+    def state_values(self, tensors: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+        """`state_value` of every state the graph reads, in order: when
+        every slot holds a plain tensor (the common case), one lookup each
+        at C speed instead of a Python call each (570 states: YOLOv3)."""
+        values = list(map(tensors.get, self.state_names))
+        if set(map(type, values)) <= _PLAIN_STATE:
+            return values
+        return [self.state_value(name, tensors) for name in self.state_names]
 
     def state_value(self, name: str, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         """The tensor the graph reads as state `name` (a placeholder of the
