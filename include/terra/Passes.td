@@ -300,6 +300,34 @@ def TerraReassociateReductions : Pass<"terra-reassociate-reductions"> {
   let dependentDialects = ["mlir::arith::ArithDialect", "mlir::linalg::LinalgDialect"];
 }
 
+def TerraHoistAboveReceives : Pass<"terra-hoist-above-receives", "mlir::ModuleOp"> {
+  let summary = "Run work that does not need a receive before the graph waits for it";
+  let description = [{
+    After `terra-lower-graph` and fusion, in every block of every function:
+    an op the trace put after a receive (a call that waits for the host:
+    `terra_rt_feed*`, `terra_rt_case`, `terra_rt_loop`,
+    `terra_rt_host_call`, or an op with one in its regions) moves above it
+    when none of its operands, nor the values its regions use, comes from
+    that receive or after it. The graph then computes it while it would
+    otherwise wait for the host (Faster R-CNN: the RPN branch's backward
+    pass and its parameters' updates, during the host's NumPy proposal
+    filtering, instead of after the RoIs are fed).
+
+    Only computations move: ops without memory effects (linalg on tensors,
+    arith, tensor), ops whose only effects are the runtime's guards
+    (`terra_rt_check`, also inside a linalg body: it can only fail earlier,
+    with the same message), and library calls on tensors
+    (`terra_lib_*`/`terra_cuda_*` from `terra-library-convolutions`) whose
+    buffers are read-only tensor buffers, globals or fresh allocations used
+    by nothing else, with those allocations and their tensor wrappers.
+    Fetches, state reads, host-callback staging and receives keep their
+    order. A moved op goes to the end of the earliest stretch between
+    receives where its operands exist, after the ops already there, in its
+    original order among those moved with it: values are fetched as early
+    as before, and each op still follows its operands.
+  }];
+}
+
 def TerraSwitchToIf : Pass<"terra-switch-to-if"> {
   let summary = "Rewrite scf.index_switch on tensors into nested scf.if before bufferization";
   let description = [{

@@ -37,6 +37,8 @@ void terra::addFusionPasses(OpPassManager &pm) {
   pm.addPass(createTerraCanonicalizer());
   pm.addPass(createTerraFuseElementwise());
   pm.addPass(createCSEPass());
+  // On the fused ops: fusion places a fused op where its consumer was.
+  pm.addPass(createTerraHoistAboveReceives());
 }
 
 void terra::addBufferizationPasses(OpPassManager &pm) {
