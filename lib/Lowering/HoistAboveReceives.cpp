@@ -127,69 +127,76 @@ bool isLibraryComputation(Operation *op) {
   return true;
 }
 
-/// Whether `op` may run earlier than the trace put it: it has no effect
-/// but its results (and guards), or it is part of a library computation.
-bool isMovable(Operation *op) {
-  if (op->hasTrait<OpTrait::IsTerminator>() || isReceive(op))
-    return false;
-  if (isGuard(op) || isLibraryComputation(op))
-    return true;
-  if (isa<memref::AllocOp, bufferization::ToTensorOp>(op))
-    return true;
-  if (auto toBuffer = dyn_cast<bufferization::ToBufferOp>(op))
-    return toBuffer.getReadOnly();
-  return computesOnly(op);
-}
+/// How an op may move.
+enum class Role {
+  Fixed,   ///< keeps its place among the receives
+  Work,    ///< runs as early as its operands allow
+  Feeding, ///< moves only as far as the work using it
+};
 
-/// Work worth running early on its own: a loop nest, a library call, a
-/// loop. Other movable ops (tensor.empty, fills, casts, index arithmetic)
-/// move only as far as the work using them, so that what later passes
-/// match stays together (a zero fill right before its GEMM: BLAS's beta).
-/// Guards move as early as they can: before whatever they guard.
-bool isAnchor(Operation *op) {
+/// An op that is not a receive: work worth running early on its own (a loop
+/// nest, a library call, a loop, and guards, which then come before what
+/// they guard), or what feeds such work (tensor.empty, fills, casts, index
+/// arithmetic, allocations and tensor wrappers), which moves only with it so
+/// that what later passes match stays together (a zero fill right before its
+/// GEMM: BLAS's beta), or anything with another effect (fetches, state
+/// reads, host-callback staging), which stays.
+Role roleOf(Operation *op) {
+  if (op->hasTrait<OpTrait::IsTerminator>())
+    return Role::Fixed;
   if (isGuard(op) || isLibraryComputation(op))
-    return true;
+    return Role::Work;
+  if (isa<memref::AllocOp, bufferization::ToTensorOp>(op))
+    return Role::Feeding;
+  if (auto toBuffer = dyn_cast<bufferization::ToBufferOp>(op))
+    return toBuffer.getReadOnly() ? Role::Feeding : Role::Fixed;
+  if (!computesOnly(op))
+    return Role::Fixed;
   if (isa<linalg::FillOp>(op))
-    return false;
-  return isa<linalg::LinalgOp>(op) || op->getNumRegions() != 0;
+    return Role::Feeding;
+  return isa<linalg::LinalgOp>(op) || op->getNumRegions() != 0 ? Role::Work
+                                                               : Role::Feeding;
 }
 
 /// Moves the movable ops of `block` above the receives they do not depend
 /// on. Segment k is what runs between receive k - 1 and receive k. Work
-/// (isAnchor) goes to the earliest segment where all its operands (those
-/// its regions use included) are defined; the ops feeding it go as late as
-/// their first user allows. A moved op goes to the end of its segment, in
-/// its original order among the ops moved there; other ops keep their
-/// segment and order.
+/// goes to the earliest segment where all its operands (those its regions
+/// use included) exist; the ops feeding it go as late as their first user
+/// allows. A moved op goes to the end of its segment, in its original order
+/// among the ops moved there; other ops keep their segment and order.
 void hoist(Block &block) {
   SmallVector<Operation *> receives;
-  DenseMap<Operation *, unsigned> original, earliest, final;
-  // The first segment `v` exists in.
-  auto segmentOf = [&](Value v) -> unsigned {
-    Operation *def = v.getDefiningOp();
-    if (!def || def->getBlock() != &block)
-      return 0; // (a block argument, or from outside the block)
-    return isReceive(def) ? original[def] + 1 : earliest[def];
+  // Per op: its segment in the trace's order, the first segment its
+  // results exist in (after it, for a receive; the earliest possible, for
+  // a movable op) and, for a movable op, the one it goes to.
+  DenseMap<Operation *, unsigned> original, ready, final;
+  auto readyOf = [&](Value v) -> unsigned {
+    auto it = ready.find(v.getDefiningOp());
+    return it == ready.end() ? 0 : it->second; // (from outside the block)
   };
-  SmallVector<Operation *> movable;
+  SmallVector<std::pair<Operation *, Role>> movable;
   for (Operation &op : block) {
     unsigned here = receives.size();
     original[&op] = here;
-    earliest[&op] = here;
+    ready[&op] = here;
     if (isReceive(&op)) {
+      ready[&op] = here + 1;
       receives.push_back(&op);
       continue;
     }
-    if (!isMovable(&op))
+    if (receives.empty()) // (nothing moves above the first receive)
+      continue;
+    Role role = roleOf(&op);
+    if (role == Role::Fixed)
       continue;
     unsigned at = 0;
     for (Value v : op.getOperands())
-      at = std::max(at, segmentOf(v));
+      at = std::max(at, readyOf(v));
     if (op.getNumRegions()) {
       llvm::SetVector<Value> above;
       getUsedValuesDefinedAbove(op.getRegions(), above);
       for (Value v : above)
-        at = std::max(at, segmentOf(v));
+        at = std::max(at, readyOf(v));
     }
     if (auto toTensor = dyn_cast<bufferization::ToTensorOp>(op)) {
       // A buffer's tensor is its contents once the ops before it that use
@@ -199,22 +206,18 @@ void hoist(Block &block) {
         for (Operation *user : buffers.pop_back_val().getUsers()) {
           if (auto cast = dyn_cast<memref::CastOp>(user))
             buffers.push_back(cast.getResult());
-          else if (user != &op && user->getBlock() == &block &&
-                   user->isBeforeInBlock(&op))
-            at = std::max(at, isReceive(user) ? original[user] + 1
-                                              : earliest[user]);
+          else if (user->getBlock() == &block && user->isBeforeInBlock(&op))
+            at = std::max(at, ready[user]);
         }
       }
     }
-    earliest[&op] = at;
-    movable.push_back(&op);
+    ready[&op] = at;
+    movable.push_back({&op, role});
   }
-  if (receives.empty())
-    return;
   // Feeding ops follow their first user (users come later: reverse order).
-  for (Operation *op : llvm::reverse(movable)) {
-    unsigned at = earliest[op];
-    if (!isAnchor(op)) {
+  for (auto [op, role] : llvm::reverse(movable)) {
+    unsigned at = ready[op];
+    if (role == Role::Feeding) {
       unsigned firstUse = original[op];
       for (Operation *user : op->getUsers())
         if (Operation *inBlock = block.findAncestorOpInBlock(*user)) {
@@ -226,7 +229,7 @@ void hoist(Block &block) {
     }
     final[op] = at;
   }
-  for (Operation *op : movable)
+  for (auto [op, role] : movable)
     if (final[op] < original[op])
       op->moveBefore(receives[final[op]]);
 }

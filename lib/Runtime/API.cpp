@@ -549,10 +549,6 @@ void _mlir_memref_to_llvm_free(void *p) {
   // are never freed by the graph.
   if (!current || !current->buffers.erase(p))
     return;
-  if (current->published.empty()) {
-    current->memory.free(p);
-    return;
-  }
   auto it = current->published.find(p);
   if (it == current->published.end()) {
     current->memory.free(p);

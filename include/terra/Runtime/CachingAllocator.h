@@ -68,7 +68,7 @@ public:
         stats.cachedBytes -= cls;
         stats.liveBytes += cls;
         ++stats.hits;
-        live.set(p, cls);
+        live.insert(p, cls);
         return p;
       }
       ++stats.misses;
@@ -88,7 +88,7 @@ public:
         return nullptr;
     }
     std::lock_guard<std::mutex> lock(mu);
-    live.set(p, cls);
+    live.insert(p, cls);
     stats.liveBytes += cls;
     return p;
   }
