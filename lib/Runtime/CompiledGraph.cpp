@@ -268,8 +268,10 @@ unpackObjects(const llvm::MemoryBuffer &file,
     data = data.drop_front(8);
     if (data.size() < size)
       return false;
+    // One name per object (the JIT names initializer symbols after it).
     objects.push_back(llvm::MemoryBuffer::getMemBufferCopy(
-        data.take_front(size), "terra-cached-object"));
+        data.take_front(size),
+        "terra-cached-object-" + std::to_string(objects.size())));
     data = data.drop_front(size);
   }
   return !objects.empty();

@@ -221,6 +221,11 @@ detail::compileModuleInParallel(
         fail(parsed.takeError());
         continue;
       }
+      // The object is named after the module, and the JIT names an object's
+      // initializer symbol after the object: one name per partition (a
+      // TSan build's objects each have a constructor).
+      (*parsed)->setModuleIdentifier("terra-partition-" +
+                                     std::to_string(order[n]));
       llvm::orc::JITTargetMachineBuilder builder = tmBuilder;
       builder.setCodeGenOptLevel(part.glue ? llvm::CodeGenOptLevel::None
                                            : llvm::CodeGenOptLevel::Aggressive);
