@@ -34,7 +34,8 @@ def state_of(model: nn.Module, opt: torch.optim.Optimizer) -> dict[str, torch.Te
 
 def assert_same(a: Any, b: Any, what: str) -> None:
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        torch.testing.assert_close(torch.as_tensor(a), torch.as_tensor(b), **TOL, msg=what)
+        # torch's message says how much differs and where: kept after `what`.
+        torch.testing.assert_close(torch.as_tensor(a), torch.as_tensor(b), **TOL, msg=lambda m: f"{what}: {m}")
     elif isinstance(a, float) or isinstance(b, float):
         assert math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-5), f"{what}: {a} != {b}"
     elif isinstance(a, (list, tuple)):
@@ -73,8 +74,15 @@ def compare(make: Callable[[], tuple], inputs: list[tuple], max_fallbacks: int, 
         assert_same(r_t, r_e, f"step {i} result")
         se, st = state_of(model_e, opt_e), state_of(model_t, opt_t)
         assert se.keys() == st.keys(), f"step {i}: state names differ"
+        differ = []
         for k in se:
-            assert_same(st[k], se[k], f"step {i} {k}")
+            try:
+                assert_same(st[k], se[k], f"step {i} {k}")
+            except AssertionError as exc:
+                differ.append(str(exc))
+        # Every entry that differs, and what the step did: one wrong value
+        # alone says little about a rare failure.
+        assert not differ, "\n".join(differ + [f"step {i} of {terra.stats(fn)['steps'][-1:]}"])
     stats = terra.stats(fn)
     assert stats["fallbacks"] <= max_fallbacks, stats["fallback_log"]
     if expect_coexec:
