@@ -245,7 +245,8 @@ class _Recorder(TorchDispatchMode):
     _native_read: Optional[tuple] = None
 
     def __init__(self, registry: StateRegistry, call_args: tuple, call_kwargs: dict,
-                 stop: types.FrameType):
+                 stop: types.FrameType, initial: Optional[dict[str, torch.Tensor]] = None):
+        """`initial`: the registry's tensors, when the caller read them."""
         super().__init__()
         self.trace = Trace()
         self.fetch_count = 0  # FetchEvents in trace.events
@@ -313,7 +314,7 @@ class _Recorder(TorchDispatchMode):
         self._escape_candidates: Optional[list] = [] if type(self) is _Recorder else None
         self._state_ptrs: Optional[dict] = None  # see state_name_of
         try:
-            self.initial_tensors = registry.tensors()
+            self.initial_tensors = registry.tensors() if initial is None else initial
         except Exception as exc:  # e.g. a sparse parameter: still run the step
             self.problem(f"cannot identify the state or arguments: {exc!r}")
         self.backward = BackwardSites(self._leaf_name)
