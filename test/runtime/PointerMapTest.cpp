@@ -96,4 +96,31 @@ TEST(PointerMap, ClearKeepsTheArrayAndAMoveTakesIt) {
   EXPECT_TRUE(taken.contains(ptr(16)) && m.contains(ptr(16)));
 }
 
+TEST(PointerMap, ANullKeyIsNeverAnEntry) {
+  // Null marks an empty slot. The graph frees null pointers, and erasing
+  // null "found" the first empty slot of its probe: it removed nothing but
+  // decremented the count, so a later clear (nothing to do at count 0)
+  // left an entry behind, the next run inherited it and the run's end
+  // freed that buffer a second time (two graph buffers on one block).
+  PointerMap<size_t> m;
+  std::unordered_map<void *, size_t> want;
+  for (uintptr_t i = 1; i <= 40; ++i) {
+    ASSERT_TRUE(m.insert(ptr(i * 4096), i));
+    want[ptr(i * 4096)] = i;
+  }
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_FALSE(m.erase(nullptr));
+    EXPECT_EQ(m.find(nullptr), nullptr);
+    EXPECT_FALSE(m.contains(nullptr));
+    EXPECT_FALSE(m.insert(nullptr, 7));
+    expectSame(m, want);
+  }
+  for (auto &[k, v] : want)
+    ASSERT_TRUE(m.erase(k));
+  m.clear();
+  size_t left = 0;
+  m.forEach([&](void *, size_t) { ++left; });
+  EXPECT_EQ(left, 0u);
+}
+
 } // namespace

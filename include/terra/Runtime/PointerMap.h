@@ -24,7 +24,9 @@
 
 namespace terra::rt {
 
-/// A hash map from non-null pointers to trivially copyable values.
+/// A hash map from non-null pointers to trivially copyable values. A null
+/// key marks an empty slot, so null is never an entry: inserting it fails,
+/// and it is never found or erased (the graph frees null pointers).
 template <typename V> class PointerMap {
   static_assert(std::is_trivially_copyable_v<V>,
                 "entries are moved by copying their bytes");
@@ -60,6 +62,8 @@ public:
   /// Adds `key` -> `value`; false (and the old value kept) when `key` is
   /// there already.
   bool insert(void *key, V value) {
+    if (!key)
+      return false;
     if (2 * (count + 1) > slots.size())
       rehash(slots.empty() ? kMinSlots : 2 * slots.size());
     size_t i = home(key);
@@ -71,7 +75,7 @@ public:
     return true;
   }
 
-  /// Sets `key`'s value, adding it if needed.
+  /// Sets `key`'s value, adding it if needed (not a null key).
   void set(void *key, V value) {
     if (V *v = find(key))
       *v = value;
@@ -81,7 +85,7 @@ public:
 
   /// `key`'s value, or null.
   V *find(void *key) {
-    if (count == 0)
+    if (count == 0 || !key)
       return nullptr;
     for (size_t i = home(key); slots[i].key; i = (i + 1) & mask)
       if (slots[i].key == key)
@@ -92,7 +96,9 @@ public:
 
   /// Removes `key`; false when it is not there. Its value goes to `*out`.
   bool erase(void *key, V *out = nullptr) {
-    if (count == 0)
+    // (A null key would "find" the first empty slot on its probe and
+    // remove nothing but the count: a later clear left entries behind.)
+    if (count == 0 || !key)
       return false;
     size_t i = home(key);
     for (; slots[i].key != key; i = (i + 1) & mask)
