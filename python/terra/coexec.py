@@ -343,6 +343,16 @@ def _overload(name: str, overload: str) -> Any:
     return getattr(getattr(getattr(torch.ops, namespace), op), overload)
 
 
+def _start_run(compiled: Any, now: dict, serialized: bool) -> tuple:
+    """(the state's specs, the step's run, started unless `serialized`)."""
+    states = tensor_specs(compiled.state_values(now), compiled.state_specs_seen)
+    compiled.state_specs_seen = states
+    run = compiled.graph.new_run(states, compiled.host_executor)
+    if not serialized:
+        run.start()
+    return states, run
+
+
 class CoExecutor(TapeRecorder, _Recorder):
     """Runs one iteration against a compiled graph (see the module doc)."""
 
@@ -357,13 +367,7 @@ class CoExecutor(TapeRecorder, _Recorder):
             now: Optional[dict] = registry.tensors()
         except Exception:  # noqa: BLE001 - reported by _Recorder.__init__
             now = None
-        run = None
-        if now is not None:
-            states = tensor_specs(compiled.state_values(now), compiled.state_specs_seen)
-            compiled.state_specs_seen = states
-            run = compiled.graph.new_run(states, compiled.host_executor)
-            if not serialized:
-                run.start()
+        started = None if now is None else _start_run(compiled, now, serialized)
         super().__init__(registry, call_args, call_kwargs, stop, initial=now)
         self.track_dynamic_dims = False  # the graph's types came from the traces
         self.compiled = compiled
@@ -398,17 +402,11 @@ class CoExecutor(TapeRecorder, _Recorder):
         self.graph_reads = 0
         self.host_reads = 0
         now = self.initial_tensors
-        if run is None:
-            states = tensor_specs(compiled.state_values(now), compiled.state_specs_seen)
-            compiled.state_specs_seen = states
-            run = compiled.graph.new_run(states, compiled.host_executor)
-            if not serialized:
-                run.start()
+        states, self.run = started or _start_run(compiled, now, serialized)
         # State name -> the spec its tensor crossed with: a replayed
         # iteration changes no real tensor's metadata (its ops run in the
         # graph), so the commit reuses them (TapeRecorder._commit_direct).
         self.state_specs: dict[str, tuple] = dict(zip(compiled.state_names, states))
-        self.run = run
         # Tapes (tape.py). Identities of this iteration's tensors: id ->
         # ("state", name), ("arg", path) or (interaction, result index).
         self.idents: dict[int, tuple] = {}
