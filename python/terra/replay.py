@@ -1046,8 +1046,14 @@ class TapeRecorder:
         torch op, so no parallel region of torch's on the host), as
         (direct commits with their tensors, fetch_into's items, the
         commits left to the slots' setters: a slot without a plain CPU
-        tensor). `held`: what each commit's slot holds."""
+        tensor). `held`: what each commit's slot holds. A CUDA graph's
+        values are on the device, and the direct copy is a host one: its
+        commits all go to the setters (Tensor.copy_), the program's CPU
+        tensors among them (Adam's `step` counters: a device-to-device
+        copy into host memory failed on the H200)."""
         direct, items, late = [], [], []
+        if self.compiled.graph_device == "cuda":
+            return direct, items, list(commits)
         plain = (torch.Tensor, torch.nn.Parameter)
         specs = self.state_specs
         for c, cur in zip(commits, held):

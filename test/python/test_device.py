@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -13,6 +14,7 @@ import torch.nn.functional as F
 
 import terra
 from terra import native
+from terra.replay import TapeRecorder
 from coexec_helpers import batches, compare, images, sgd_program
 
 CUDA = torch.cuda.is_available()
@@ -80,6 +82,25 @@ def test_a_session_whose_first_graph_is_for_the_gpu_compiles_it(monkeypatch: pyt
         assert not session.add_trace(text)["error"]
     graph, stages = _compile_for_cuda(session)
     assert "gpu.binary" in stages["lowered"]
+
+
+@pytest.mark.parametrize("graph_device", ["cpu", "gpu-loops", "cuda"])
+def test_a_replayed_steps_commit_copies_directly_only_host_to_host(graph_device: str) -> None:
+    """The end of a replayed step copies the graph's final state straight
+    into the program's CPU tensors (one native memcpy each) only when the
+    graph's values are in host memory. A CUDA graph's are on the device:
+    its commits go through the slots' setters (Tensor.copy_), Adam's CPU
+    `step` counters too (the H200 run of session 30: the direct copy, a
+    device-to-device one into host memory, failed)."""
+    recorder = SimpleNamespace(compiled=SimpleNamespace(graph_device=graph_device), state_specs={})
+    commits = [("optim:0.weight:step", 3, 0), ("param:0.weight", 4, 0)]
+    held = [torch.tensor(1.0), torch.zeros(2, 2)]
+    direct, items, late = TapeRecorder._commit_plan(recorder, commits, held)
+    if graph_device == "cuda":
+        assert (direct, items, late) == ([], [], commits)
+    else:
+        assert [c for c, _ in direct] == commits and late == []
+        assert [(point, inst) for point, inst, _ in items] == [(3, 0), (4, 0)]
 
 
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device (scripts/gpu-check.sh runs it there)")

@@ -128,10 +128,12 @@ def test_the_native_walk_sees_every_change_the_slots_depend_on() -> None:
     first, norm, last = model
     changes = [
         lambda: setattr(first, "weight", nn.Parameter(torch.zeros(4, 4))),
-        lambda: first._parameters.move_to_end("weight"),  # the order named_parameters gives
+        # The order named_parameters gives (pop and insert again: torch 2.x
+        # keeps a module's parameters in a dict, 1.13 in an OrderedDict).
+        lambda: first._parameters.update(weight=first._parameters.pop("weight")),
         lambda: setattr(norm, "running_var", torch.ones(4)),
         lambda: setattr(model, "extra", nn.ReLU()),
-        lambda: model._modules.move_to_end("0"),
+        lambda: model._modules.update({"0": model._modules.pop("0")}),
         lambda: opt.add_param_group({"params": [nn.Parameter(torch.ones(2))]}),
         lambda: opt.param_groups[0]["params"].append(nn.Parameter(torch.ones(2))),
         lambda: opt.state[last.bias].update(extra=torch.zeros(1)),  # a new tensor-valued key
