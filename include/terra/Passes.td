@@ -357,9 +357,46 @@ def TerraSplitEmptyTensors : Pass<"terra-split-empty-tensors"> {
     `bufferization.to_buffer` (seen as a wrong loss in DCGAN: a `ones`
     target overwritten before its second use). Cloning the empty op per use
     restores one buffer per destination; allocation is unchanged, since
-    every use needed its own buffer anyway.
+    every use needed its own buffer anyway. A use in a nested region gets
+    its clone there even when it is the only one: CSE also merges a loop
+    body's empty tensor with an equal one before the loop, and then every
+    trip wrote into the one buffer allocated before the loop, including
+    the buffer the previous trip had published with a `terra.fetch` (the
+    host's zero-copy view of it changed under it: Fig. 3's loop, seen with
+    `TERRA_VERIFY_FETCHES=1`).
   }];
   let dependentDialects = ["mlir::tensor::TensorDialect"];
+}
+
+def TerraProtectFetches : Pass<"terra-protect-fetches", "mlir::func::FuncOp"> {
+  let summary = "Fetch a copy of any buffer the graph may write after fetching it";
+  let description = [{
+    Runs right after one-shot bufferization. A fetch publishes the graph's
+    buffer without a copy: from then on the host's tensor (or NumPy array,
+    or DLPack capsule) views that memory, so the graph must never write it
+    again. Bufferization does not know this: it writes in place into any
+    buffer whose tensor is dead, and a fetched tensor is dead right after
+    its fetch. This pass makes the guarantee by construction. It groups
+    buffers into alias classes (views and casts join their sources;
+    loop-carried and branch-yielded buffers join what they stand for,
+    position by position; an op it does not know joins all its memrefs)
+    and, for each `terra_rt_fetch_*` call of a buffer the graph allocated,
+    looks for a write into its class that may come later: after the fetch
+    in the function, or anywhere in a loop around it (the next trip). A
+    write is a memory-effect write, a call's memref argument (except the
+    runtime's read-only entry points), or any memref an op without effects
+    information takes. Such a fetch gets a fresh buffer, a `memref.copy`
+    of the value, and fetches that instead: nothing else uses the copy.
+    Fetches of feeds and state are left alone (the runtime copies memory
+    the run does not own). The copies cost one pass over the value; in
+    the test suite's graphs they occur where a slice is written in place
+    into a fetched tensor or a loop body reuses a buffer each trip.
+  }];
+  let dependentDialects = ["mlir::memref::MemRefDialect"];
+  let statistics = [
+    Statistic<"numCopied", "copied-fetches",
+              "Fetches that fetch a copy of their buffer">,
+  ];
 }
 
 def TerraGPUMergeModules : Pass<"terra-gpu-merge-modules", "mlir::ModuleOp"> {

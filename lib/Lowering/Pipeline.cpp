@@ -54,6 +54,8 @@ void terra::addBufferizationPasses(OpPassManager &pm) {
   bufOpts.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufOpts));
+  // A fetched buffer is the host's: never written after its fetch.
+  pm.addNestedPass<func::FuncOp>(createTerraProtectFetches());
 }
 
 void terra::addBufferDeallocationPasses(OpPassManager &pm) {

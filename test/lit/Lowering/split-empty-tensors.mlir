@@ -28,3 +28,52 @@ func.func @shared_destination(%x: tensor<16xf32>) -> (tensor<16xf32>, tensor<16x
   } -> tensor<16xf32>
   return %ones, %zeros, %neg : tensor<16xf32>, tensor<16xf32>, tensor<16xf32>
 }
+
+// CSE merged a loop body's destination with an equal empty tensor before
+// the loop: the use in the body gets its own empty there, so each trip
+// writes a fresh buffer (a trip's fetched value is not overwritten by the
+// next trip), and the original keeps only its use in its own block.
+// CHECK-LABEL: func.func @loop_body_destination
+// CHECK:         %[[E0:.*]] = tensor.empty() : tensor<16xf32>
+// CHECK-NEXT:    %[[INIT:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E0]]
+// CHECK:         scf.for
+// CHECK-NEXT:      %[[E1:.*]] = tensor.empty() : tensor<16xf32>
+// CHECK-NEXT:      linalg.generic {{.*}} outs(%[[E1]]
+// CHECK-LABEL: func.func @only_use_in_a_loop
+// CHECK-NOT:     tensor.empty
+// CHECK:         scf.for
+// CHECK-NEXT:      %[[E:.*]] = tensor.empty() : tensor<16xf32>
+// CHECK-NEXT:      linalg.generic {{.*}} outs(%[[E]]
+func.func @loop_body_destination(%n: index) -> tensor<16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %e = tensor.empty() : tensor<16xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<16xf32>) -> tensor<16xf32>
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %init) -> (tensor<16xf32>) {
+    %t = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+        ins(%acc : tensor<16xf32>) outs(%e : tensor<16xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      %y = math.tanh %in : f32
+      linalg.yield %y : f32
+    } -> tensor<16xf32>
+    scf.yield %t : tensor<16xf32>
+  }
+  return %r : tensor<16xf32>
+}
+
+func.func @only_use_in_a_loop(%x: tensor<16xf32>, %n: index) -> tensor<16xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %e = tensor.empty() : tensor<16xf32>
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %x) -> (tensor<16xf32>) {
+    %t = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+        ins(%acc : tensor<16xf32>) outs(%e : tensor<16xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      %y = math.tanh %in : f32
+      linalg.yield %y : f32
+    } -> tensor<16xf32>
+    scf.yield %t : tensor<16xf32>
+  }
+  return %r : tensor<16xf32>
+}
