@@ -460,6 +460,7 @@ Value emitCall(OpBuilder &b, Location loc, SymbolTable &symbols,
     bufferization::MaterializeInDestinationOp::create(
         b, loc, TypeRange{}, c.init, out, /*restrict=*/true,
         /*writable=*/true);
+  int64_t outIndex = args.size();
   args.push_back(memref::CastOp::create(
       b, loc, dynamicStrided(b.getContext(), 4, et), out));
   for (int64_t p : c.params)
@@ -478,7 +479,10 @@ Value emitCall(OpBuilder &b, Location loc, SymbolTable &symbols,
     fn->setAttr("llvm.emit_c_interface", mb.getUnitAttr());
     symbols.insert(fn);
   }
-  func::CallOp::create(b, loc, fn, args);
+  // The only buffer the call writes (-terra-protect-fetches: the inputs,
+  // possibly fetched, are only read).
+  func::CallOp::create(b, loc, fn, args)
+      ->setAttr("terra.writes", b.getDenseI64ArrayAttr({outIndex}));
   return bufferization::ToTensorOp::create(b, loc, c.outType, out,
                                            /*restrict=*/true,
                                            /*writable=*/true);

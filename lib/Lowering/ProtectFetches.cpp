@@ -15,7 +15,7 @@
 // the values they become. An op writes a buffer when its memory effects
 // write a value rooted there (an op without effects information writes
 // every memref it takes; so does a call, except the runtime's read-only
-// entry points).
+// entry points and a library call naming its outputs in `terra.writes`).
 //
 //===----------------------------------------------------------------------===//
 #include "terra/Passes.h"
@@ -147,6 +147,14 @@ struct Roots {
 std::optional<SmallVector<Value>> writtenBy(Operation *op) {
   SmallVector<Value> written;
   if (auto call = dyn_cast<func::CallOp>(op)) {
+    // A library call names the operands it writes (terra.writes).
+    if (auto writes = call->getAttrOfType<DenseI64ArrayAttr>("terra.writes")) {
+      for (int64_t i : writes.asArrayRef())
+        if (i >= 0 && i < int64_t(call.getNumOperands()) &&
+            isMemRef(call.getOperand(i)))
+          written.push_back(call.getOperand(i));
+      return written;
+    }
     if (!readsOnly(call))
       for (Value v : call.getOperands())
         if (isMemRef(v))

@@ -117,3 +117,36 @@ func.func @feed_fetched(%v: f32) {
   linalg.fill ins(%v : f32) outs(%m : memref<4xf32>)
   return
 }
+
+// A library call that names the operands it writes (terra.writes) only
+// reads the others: the fetched weight it reads after the fetch is not
+// copied; a call without the attribute may write every memref it takes.
+// CHECK-LABEL: func.func @read_by_a_library_call
+// CHECK-NOT:     memref.copy
+// CHECK:         call @terra_rt_fetch_f32
+// CHECK-NEXT:    call @lib(%{{.*}}, %{{.*}}) {terra.writes = array<i64: 1>}
+// CHECK-LABEL: func.func @passed_to_an_unknown_call
+// CHECK:         memref.copy
+// CHECK:         call @terra_rt_fetch_f32
+// CHECK-NEXT:    call @lib(
+func.func private @lib(memref<4xf32>, memref<4xf32>)
+func.func @read_by_a_library_call(%v: f32) {
+  %id = arith.constant 6 : i64
+  %w = memref.alloc() : memref<4xf32>
+  %out = memref.alloc() : memref<4xf32>
+  linalg.fill ins(%v : f32) outs(%w : memref<4xf32>)
+  %sent = memref.cast %w : memref<4xf32> to memref<*xf32>
+  func.call @terra_rt_fetch_f32(%id, %sent) : (i64, memref<*xf32>) -> ()
+  func.call @lib(%w, %out) {terra.writes = array<i64: 1>} : (memref<4xf32>, memref<4xf32>) -> ()
+  return
+}
+func.func @passed_to_an_unknown_call(%v: f32) {
+  %id = arith.constant 7 : i64
+  %w = memref.alloc() : memref<4xf32>
+  %out = memref.alloc() : memref<4xf32>
+  linalg.fill ins(%v : f32) outs(%w : memref<4xf32>)
+  %sent = memref.cast %w : memref<4xf32> to memref<*xf32>
+  func.call @terra_rt_fetch_f32(%id, %sent) : (i64, memref<*xf32>) -> ()
+  func.call @lib(%w, %out) : (memref<4xf32>, memref<4xf32>) -> ()
+  return
+}
