@@ -34,6 +34,12 @@ want() { case " ${GPU_CHECK_PARTS:-0 1 2 3 3b 3c 4} " in *" $1 "*) return 0 ;; e
 echo "== machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import sys, torch; print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda)"
+# Whether the dispatch hook (python/src/DispatchHook.cpp, the tape replay's
+# fast path) could be built here for this torch: a C++ compiler and torch's
+# headers (the bundle's hook is built for Debian's torch 1.13, so torch
+# 2.x runs the Python fallback: DCGAN's host side took 26 ms of a step).
+echo "c++: $(command -v c++ g++ clang++ 2>/dev/null | head -1 || true)"
+python3 -c "import os, torch; d = os.path.join(os.path.dirname(torch.__file__), 'include', 'torch', 'extension.h'); print('torch headers:', os.path.exists(d))"
 # cuBLAS for the graphs' GEMMs: the toolkit's, else the one torch ships.
 CUBLAS_DIR=$(dirname "$( (ls /usr/local/cuda/lib64/libcublas.so.13* 2>/dev/null;
   python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null |
