@@ -384,15 +384,14 @@ def TerraProtectFetches : Pass<"terra-protect-fetches", "mlir::func::FuncOp"> {
     looks for a write into its class that may come later: after the fetch
     in the function, or anywhere in a loop around it (the next trip). A
     write is a memory-effect write, a call's memref argument (except the
-    runtime's read-only entry points, and but the operands a library call
-    lists in its `terra.writes` attribute, as `-terra-library-convolutions`
-    marks its output), or any memref an op without effects information
-    takes. Such a fetch gets a fresh buffer, a `memref.copy`
+    runtime's read-only entry points; of a library call, only the operands
+    it lists in its `terra.writes` attribute, which
+    `-terra-library-convolutions` sets to its output), or any memref an op
+    without effects information takes. Such a fetch gets a fresh buffer, a `memref.copy`
     of the value, and fetches that instead: nothing else uses the copy.
     Fetches of feeds and state are left alone (the runtime copies memory
-    the run does not own). The copies cost one pass over the value; in
-    the test suite's graphs they occur where a slice is written in place
-    into a fetched tensor or a loop body reuses a buffer each trip.
+    the run does not own). A copy costs one pass over the value; the
+    benchmark programs' graphs need none.
   }];
   let dependentDialects = ["mlir::memref::MemRefDialect"];
   let statistics = [
