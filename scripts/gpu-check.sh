@@ -11,6 +11,7 @@
 #   3. per-kernel time and DRAM bytes of the pointwise graph under ncu, and
 #      the GEMM graph's cuBLAS kernel against torch.mm;
 #   3c. terra on device="cuda" on two benchmark programs (eager vs terra);
+#   3d. ncu over two co-executed steps of DCGAN under terra: time per kernel;
 #   4. the benchmark suite, full size, eager and torch.compile.
 # Part 0 comes first: the Python front end's tests on the machine's torch
 # 2.x (CPU graphs), with the portable native module of frontend.tar.xz.
@@ -29,7 +30,7 @@ export PYTHONUNBUFFERED=1
 # stderr), before faulthandler's Python stacks.
 export TERRA_NATIVE_BACKTRACE=$L/native-backtrace.log
 # GPU_CHECK_PARTS picks parts (a follow-up run repeats only what changed).
-want() { case " ${GPU_CHECK_PARTS:-0 1 2 3 3b 3c 4} " in *" $1 "*) return 0 ;; esac; return 1; }
+want() { case " ${GPU_CHECK_PARTS:-0 1 2 3 3b 3c 3d 4} " in *" $1 "*) return 0 ;; esac; return 1; }
 
 echo "== machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -181,6 +182,34 @@ if want 3c && [ -f $FRONTEND/python/_terra_native.cpython-312-x86_64-linux-gnu.s
     echo "$p rc=$? ($(left) s left)"; tail -12 /tmp/bench-terra-$p.log
   done
   mkdir -p $L/terra && cp -r /tmp/bench-terra /tmp/bench-terra-*.log $L/terra/ 2>/dev/null
+fi
+
+packlogs
+echo "== 3d. ncu over co-executed steps under terra on CUDA: time per kernel ($(left) s left)"
+# Where a co-executed step's graph time goes (session 30: DCGAN's graph
+# took 32.6 ms a step against eager's 9 ms for the whole step): every
+# kernel and library call of two steps (scripts/gpu-profile-step.py marks
+# them), summed by name.
+if want 3d && command -v ncu >/dev/null && [ -f $FRONTEND/python/_terra_native.cpython-312-x86_64-linux-gnu.so ] && [ "$(left)" -gt 90 ]; then
+  for p in ${GPU_CHECK_PROFILE_PROGRAMS:-dcgan}; do
+    TL=$(( $(left) - 10 )); [ "$TL" -gt 180 ] && TL=180
+    TERRA_BUILD_DIR=$FRONTEND timeout $TL ncu --profile-from-start off --clock-control none \
+      --metrics gpu__time_duration.sum --csv python3 scripts/gpu-profile-step.py $p \
+      > "$L/ncu-step-$p.csv" 2> "$L/ncu-step-$p.err"
+    echo "$p rc=$? ($(left) s left)"; grep -v '^==PROF==' "$L/ncu-step-$p.err" | tail -4
+    python3 - "$L/ncu-step-$p.csv" <<'PY' 2>&1 | tee "$L/ncu-step-$p.txt"
+import collections, csv, sys
+total, count = collections.Counter(), collections.Counter()
+for r in csv.reader(open(sys.argv[1])):
+    if len(r) > 14 and r[12] == "gpu__time_duration.sum":
+        name = r[4][:70]
+        total[name] += float(r[14].replace(",", "")) / 1e3
+        count[name] += 1
+print(f"{sum(count.values())} kernels, {sum(total.values()) / 1e3:.2f} ms in all (two steps)")
+for name, us in total.most_common(25):
+    print(f"{us:10.1f} us {count[name]:5d}x  {name}")
+PY
+  done
 fi
 
 packlogs
