@@ -117,6 +117,12 @@ def _value_free(name: str) -> bool:
     return name.startswith("aten._foreach_") or relax.relaxable_op(name)
 
 
+class StateUnreadable(Exception):
+    """The program's state cannot be read at the start of a co-executed
+    step (e.g. a parameter replaced by a sparse tensor): the step runs
+    eagerly instead (TerraFunction._coexec)."""
+
+
 class MetaUnavailable(Exception):
     pass
 
@@ -362,12 +368,12 @@ class CoExecutor(TapeRecorder, _Recorder):
         # from the last step's end until then, and the recorder's own
         # set-up (~0.2 ms on YOLOv3, cache misses after the graph's run)
         # needs none of it. A state that cannot be read is the recorder's
-        # problem (a deviation) as before.
+        # problem: the step runs eagerly, before anything was recorded.
         try:
-            now: Optional[dict] = registry.tensors()
-        except Exception:  # noqa: BLE001 - reported by _Recorder.__init__
-            now = None
-        started = None if now is None else _start_run(compiled, now, serialized)
+            now: dict = registry.tensors()
+        except Exception as exc:  # noqa: BLE001 - any failure to read it
+            raise StateUnreadable(f"cannot identify the state: {exc!r}") from exc
+        started = _start_run(compiled, now, serialized)
         super().__init__(registry, call_args, call_kwargs, stop, initial=now)
         self.track_dynamic_dims = False  # the graph's types came from the traces
         self.compiled = compiled
@@ -401,8 +407,7 @@ class CoExecutor(TapeRecorder, _Recorder):
         # fetch, the host may wait) or by a value the host computed.
         self.graph_reads = 0
         self.host_reads = 0
-        now = self.initial_tensors
-        states, self.run = started or _start_run(compiled, now, serialized)
+        states, self.run = started
         # State name -> the spec its tensor crossed with: a replayed
         # iteration changes no real tensor's metadata (its ops run in the
         # graph), so the commit reuses them (TapeRecorder._commit_direct).

@@ -59,7 +59,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 from . import backward, loops, native, relax, sizes, tracing
-from .coexec import CoExecutor, op_key
+from .coexec import CoExecutor, StateUnreadable, op_key
 from .runio import tensor_spec, to_torch
 from .placeholder import Placeholder, set_device as set_placeholder_device
 from .sites import user_line
@@ -237,12 +237,7 @@ class TerraFunction:
             foreign = self._foreign_device(args, kwargs)
             if foreign is not None:
                 # The graph cannot read it: this call runs eagerly, untraced.
-                it = (self.stats.tracing_iterations + self.stats.coexec_iterations +
-                      self.stats.eager_iterations)
-                self.stats.fallbacks.append(Fallback(it, foreign, "<arguments>"))
-                self.stats.eager_iterations += 1
-                self._log(f"eager call: {foreign}")
-                return self.fn(*args, **kwargs)
+                return self._eager_call(foreign, "<arguments>", args, kwargs)
         if self.phase == "compiling":
             if self._compiling.done():
                 self._install(self._compiling.result())  # (which may compile again)
@@ -683,11 +678,22 @@ class TerraFunction:
             specs.append(tensor_spec(t))
         return specs
 
+    def _eager_call(self, reason: str, site: str, args: tuple, kwargs: dict) -> Any:
+        """One call run eagerly and untraced, counted as a fallback."""
+        it = self.stats.tracing_iterations + self.stats.coexec_iterations + self.stats.eager_iterations
+        self.stats.fallbacks.append(Fallback(it, reason, site))
+        self.stats.eager_iterations += 1
+        self._log(f"eager call: {reason}")
+        return self.fn(*args, **kwargs)
+
     def _coexec(self, args: tuple, kwargs: dict) -> Any:
         start = time.perf_counter()
         set_placeholder_device(self.device)
         backward.install()
-        ex = CoExecutor(self, self.registry, args, kwargs, sys._getframe(), self.serialized)
+        try:
+            ex = CoExecutor(self, self.registry, args, kwargs, sys._getframe(), self.serialized)
+        except StateUnreadable as exc:
+            return self._eager_call(str(exc), "<state>", args, kwargs)
         # Freeing a step's records (its placeholders, entries, recorder)
         # costs the host ~0.5-1 ms of deallocation. The step's CoExecutor is
         # handed to the next one, which drops it while it waits for its own

@@ -240,3 +240,41 @@ def test_bump_versions_counts_as_an_in_place_write() -> None:
     bump_versions([p])
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.sum().backward()
+
+
+def test_a_state_that_cannot_be_read_at_a_co_executed_step_runs_it_eagerly() -> None:
+    """Reading the program's state is the first thing a co-executed step
+    does; when it fails (here: the registry raises), that step runs
+    eagerly, counted as a fallback, and the next one co-executes again.
+    (It used to fail with an AttributeError from the half-built
+    co-executor.)"""
+    from coexec_helpers import assert_same, batches, sgd_program
+    import terra
+    data = batches(8)
+    torch.manual_seed(0)
+    step_e, model_e, opt_e = sgd_program()()
+    torch.manual_seed(0)
+    step_t, model_t, opt_t = sgd_program()()
+    fn = terra.function(step_t, cache_dir=None)
+    for i, (x, y) in enumerate(data):
+        expected = step_e(x, y)
+        if i == 5:
+            assert terra.stats(fn)["coexec_iterations"] > 0
+            real = fn.registry.tensors
+
+            def unreadable() -> dict:
+                raise RuntimeError("cannot read the state")
+            fn.registry.tensors = unreadable
+            try:
+                got = fn(x, y)
+            finally:
+                fn.registry.tensors = real
+        else:
+            got = fn(x, y)
+        assert_same(got, expected, f"step {i} result")
+        for (name, a), b in zip(model_t.state_dict().items(), model_e.state_dict().values()):
+            assert_same(a, b, f"step {i} {name}")
+    stats = terra.stats(fn)
+    assert [(f["iteration"], f["site"]) for f in stats["fallback_log"]] == [(5, "<state>")], stats["fallback_log"]
+    assert "cannot identify the state" in stats["fallback_log"][0]["reason"]
+    assert stats["steps"][-1]["phase"] == "coexec"
