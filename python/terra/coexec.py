@@ -349,16 +349,6 @@ def _overload(name: str, overload: str) -> Any:
     return getattr(getattr(getattr(torch.ops, namespace), op), overload)
 
 
-def _start_run(compiled: Any, now: dict, serialized: bool) -> tuple:
-    """(the state's specs, the step's run, started unless `serialized`)."""
-    states = tensor_specs(compiled.state_values(now), compiled.state_specs_seen)
-    compiled.state_specs_seen = states
-    run = compiled.graph.new_run(states, compiled.host_executor)
-    if not serialized:
-        run.start()
-    return states, run
-
-
 class CoExecutor(TapeRecorder, _Recorder):
     """Runs one iteration against a compiled graph (see the module doc)."""
 
@@ -367,13 +357,17 @@ class CoExecutor(TapeRecorder, _Recorder):
         # The run starts first: on a graph-bound program its graph idles
         # from the last step's end until then, and the recorder's own
         # set-up (~0.2 ms on YOLOv3, cache misses after the graph's run)
-        # needs none of it. A state that cannot be read is the recorder's
-        # problem: the step runs eagerly, before anything was recorded.
+        # needs none of it. A state that cannot be read makes the step run
+        # eagerly, before anything is recorded.
         try:
             now: dict = registry.tensors()
         except Exception as exc:  # noqa: BLE001 - any failure to read it
             raise StateUnreadable(f"cannot identify the state: {exc!r}") from exc
-        started = _start_run(compiled, now, serialized)
+        states = tensor_specs(compiled.state_values(now), compiled.state_specs_seen)
+        compiled.state_specs_seen = states
+        run = compiled.graph.new_run(states, compiled.host_executor)
+        if not serialized:
+            run.start()
         super().__init__(registry, call_args, call_kwargs, stop, initial=now)
         self.track_dynamic_dims = False  # the graph's types came from the traces
         self.compiled = compiled
@@ -407,7 +401,7 @@ class CoExecutor(TapeRecorder, _Recorder):
         # fetch, the host may wait) or by a value the host computed.
         self.graph_reads = 0
         self.host_reads = 0
-        states, self.run = started
+        self.run = run
         # State name -> the spec its tensor crossed with: a replayed
         # iteration changes no real tensor's metadata (its ops run in the
         # graph), so the commit reuses them (TapeRecorder._commit_direct).
