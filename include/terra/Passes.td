@@ -433,6 +433,38 @@ def TerraGPUMergeModules : Pass<"terra-gpu-merge-modules", "mlir::ModuleOp"> {
   ];
 }
 
+def TerraGPUDeviceChecks : Pass<"terra-gpu-device-checks", "mlir::ModuleOp"> {
+  let summary = "Report the runtime guards inside kernels through a run flag";
+  let description = [{
+    Runs after `terra-gpu-host-kernels`. A guard inside a linalg op's body
+    (an index checked per element, `terra_rt_check` from
+    `terra-lower-graph`) ends up inside the op's kernel, where no host
+    function can be called (ptxas: "Unresolved extern function
+    '_mlir_ciface_terra_rt_check'", BERT's embedding on an H200), and a
+    kernel cannot end the run. Each kernel guard becomes a store of its
+    message's index plus one into the run's check flag, a
+    `memref<1xi32>` the function reads once at its entry
+    (`terra_rt_check_flag`: pinned host memory the device writes, or a
+    host word for the CPU-run `gpu-loops` kernels), and the ops after the
+    guard in its block run only when the guard holds, so an out-of-range
+    index is never read. The runtime reads the flag whenever it waits
+    for the run's stream (before a fetch or a host-op argument reaches
+    the host, and at the end of the run) and fails the run with the
+    message, as `terra_rt_check` would have. A kernel (a `gpu.launch`,
+    or the block-mapped `scf.parallel` of `terra-linalg-to-gpu
+    {kernels=false}`) whose guarded ops hold a `gpu.barrier` is an error:
+    skipping the barrier in some threads would hang the block.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect",
+                           "mlir::func::FuncDialect",
+                           "mlir::memref::MemRefDialect",
+                           "mlir::scf::SCFDialect"];
+  let statistics = [
+    Statistic<"numChecks", "device-checks",
+              "Guards inside kernels turned into flag stores">,
+  ];
+}
+
 def TerraGPUHostScratch : Pass<"terra-gpu-host-scratch", "mlir::ModuleOp"> {
   let summary = "Give the host code's own scratch buffers host memory";
   let description = [{

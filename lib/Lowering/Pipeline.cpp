@@ -128,6 +128,7 @@ void terra::buildGPULoopsOnCPUPipeline(OpPassManager &pm) {
   TerraGPUHostKernelsOptions hostOpts;
   hostOpts.kernels = false;
   pm.addNestedPass<func::FuncOp>(createTerraGPUHostKernels(hostOpts));
+  pm.addPass(createTerraGPUDeviceChecks());
   addHostLoopsToLLVMPasses(pm);
 }
 

@@ -2,18 +2,26 @@
 //-*-===//
 //
 // Shared by the passes that call the runtime (lib/Runtime/API.cpp):
-// terra-lower-graph and terra-gpu-host-kernels.
+// terra-lower-graph, terra-gpu-host-kernels and terra-gpu-device-checks.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TERRA_LIB_LOWERING_RUNTIMENAMES_H
 #define TERRA_LIB_LOWERING_RUNTIMENAMES_H
 
 #include "mlir/IR/Types.h"
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <string>
 
 namespace terra {
+
+/// A runtime guard: `terra_rt_check(i1 ok, i64 message)` ends the run with
+/// message `message` of the module's `terra.asserts` when `ok` is false.
+inline constexpr llvm::StringLiteral kRuntimeCheck = "terra_rt_check";
+/// The run's check flag (`memref<1xi32>`, C interface) the guards inside
+/// GPU kernels write (terra-gpu-device-checks).
+inline constexpr llvm::StringLiteral kRuntimeCheckFlag = "terra_rt_check_flag";
 
 /// The dtype suffix of runtime entry points: f32, f64, i64, i1, ...
 inline std::string runtimeDTypeSuffix(mlir::Type t) {

@@ -39,6 +39,23 @@ void failRun(RunState *run, const std::string &message) {
   run->error = message;
 }
 
+/// A runtime guard failed: the run fails with the graph's message `message`.
+void failCheck(RunState *run, int64_t message) {
+  const std::vector<std::string> *messages = run->assertMessages;
+  failRun(run, messages && message >= 0 && size_t(message) < messages->size()
+                   ? (*messages)[message]
+                   : "runtime check failed");
+}
+
+/// The descriptor of a memref<?xi32> (C interface).
+struct MemRef1D {
+  int32_t *allocated;
+  int32_t *aligned;
+  int64_t offset;
+  int64_t sizes[1];
+  int64_t strides[1];
+};
+
 /// A graph wait for a host value failed: a cancellation, or the host had
 /// finished the iteration without sending it (graph and validator
 /// disagree; an error rather than a hang).
@@ -402,13 +419,22 @@ namespace terra::rt::detail {
 RunState *&currentRun() { return current; }
 
 bool checkDevice(RunState &run) {
-  if (!run.memory.deviceError)
-    return true;
-  std::string error = run.memory.deviceError();
-  if (error.empty())
-    return true;
-  failRun(&run, "the device failed inside the graph: " + error);
-  return false;
+  if (run.memory.deviceError) {
+    std::string error = run.memory.deviceError();
+    if (!error.empty()) {
+      failRun(&run, "the device failed inside the graph: " + error);
+      return false;
+    }
+  }
+  if (run.checkFlagHost) {
+    auto *flag = const_cast<volatile int32_t *>(run.checkFlagHost);
+    if (int32_t code = *flag) {
+      *flag = 0;
+      failCheck(&run, int64_t(code) - 1);
+      return false;
+    }
+  }
+  return true;
 }
 
 void failLibraryCall(const char *message) {
@@ -519,12 +545,28 @@ void terra_rt_host_call(int64_t id) {
 void terra_rt_check(bool ok, int64_t message) {
   if (ok)
     return;
-  const std::vector<std::string> *messages = current->assertMessages;
-  failRun(current,
-          messages && message >= 0 && size_t(message) < messages->size()
-              ? (*messages)[message]
-              : "runtime check failed");
+  failCheck(current, message);
   unwind(current);
+}
+
+/// memref<1xi32>: the run's check flag, for the guards inside its kernels
+/// (terra-gpu-device-checks). Zeroed by a run's first call, before any of
+/// its kernels is queued.
+void _mlir_ciface_terra_rt_check_flag(MemRef1D *out) {
+  RunState *run = current;
+  if (!run->checkFlagHost) {
+    int32_t *host = &run->ownCheckFlag;
+    void *device = host;
+    if (run->memory.checkFlag && !run->memory.checkFlag(&host, &device)) {
+      failRun(run, "cannot allocate the run's check flag");
+      unwind(run);
+    }
+    *const_cast<volatile int32_t *>(host) = 0;
+    run->checkFlagHost = host;
+    run->checkFlagDevice = device;
+  }
+  auto *device = static_cast<int32_t *>(run->checkFlagDevice);
+  *out = {device, device, 0, {1}, {1}};
 }
 
 /// Buffer allocation for compiled graphs (use-generic-functions), from the
@@ -592,6 +634,7 @@ terra::rt::detail::runtimeSymbols() {
   TERRA_RT_SYMBOL(terra_rt_loop)
   TERRA_RT_SYMBOL(terra_rt_host_call)
   TERRA_RT_SYMBOL(terra_rt_check)
+  TERRA_RT_SYMBOL(_mlir_ciface_terra_rt_check_flag)
   TERRA_RT_SYMBOL(_mlir_memref_to_llvm_alloc)
   TERRA_RT_SYMBOL(_mlir_memref_to_llvm_aligned_alloc)
   TERRA_RT_SYMBOL(_mlir_memref_to_llvm_free)

@@ -318,6 +318,7 @@ RunState::BufferMemory cudaMemory() {
   m.beginStream = terra::cuda::beginRunStream;
   m.syncStream = terra::cuda::syncRunStream;
   m.endStream = terra::cuda::endRunStream;
+  m.checkFlag = terra::cuda::runCheckFlag;
   return m;
 #else
   throw std::runtime_error("this build of terra has no CUDA runtime (the "
@@ -893,7 +894,25 @@ PYBIND11_MODULE(_terra_native, m) {
             std::unique_ptr<CompiledGraph> g;
             {
               py::gil_scoped_release release;
+#ifdef TERRA_ENABLE_CUDA
+              // Loading the graph's kernels (its constructors, on this
+              // thread) reports errors here: an earlier one is not its own.
+              if (device == "cuda")
+                terra::cuda::takeLastError();
+#endif
               g = s.compile(options, error, &stages);
+#ifdef TERRA_ENABLE_CUDA
+              // A kernel image the device would not load (a PTX JIT error)
+              // fails the compile: every run would fail at its launches.
+              // Without a device (compiled to check it) nothing loads.
+              if (g && device == "cuda" && terra::cuda::available()) {
+                std::string load = terra::cuda::takeLastError();
+                if (!load.empty()) {
+                  g.reset();
+                  error = "the graph's kernels did not load: " + load;
+                }
+              }
+#endif
             }
             if (!g)
               throw std::runtime_error(error);

@@ -116,6 +116,10 @@ TEST_F(NoDriver, MemoryEntryPointsFailCleanly) {
   EXPECT_TRUE(contains(terra::cuda::takeLastError(), "copyToHost"));
   terra::cuda::freeDevice(nullptr);
   EXPECT_EQ(terra::cuda::takeLastError(), "");
+  int32_t *flagHost = nullptr;
+  void *flagDevice = nullptr;
+  EXPECT_FALSE(terra::cuda::runCheckFlag(&flagHost, &flagDevice));
+  EXPECT_TRUE(contains(terra::cuda::takeLastError(), "runCheckFlag"));
 }
 
 std::vector<std::string> handled;
@@ -324,6 +328,39 @@ TEST_F(Device, LaunchesAKernelOnManagedMemory) {
   for (uint32_t i = 0; i < n; ++i)
     ASSERT_EQ(x[i], float(i) + 1.f) << i;
   terra::cuda::freeManaged(x);
+  mgpuModuleUnload(module);
+}
+
+TEST_F(Device, KernelsWriteTheRunCheckFlagTheHostReads) {
+  // terra-gpu-device-checks: a failed guard inside a kernel stores into
+  // the run's check flag (pinned host memory mapped for the device), which
+  // the host reads after waiting for the stream. add_one on the flag's
+  // word: 0.0f + 1 is 1.0f, whose bits are not 0.
+  int32_t *host = nullptr;
+  void *device = nullptr;
+  ASSERT_TRUE(terra::cuda::runCheckFlag(&host, &device));
+  int32_t *again = nullptr;
+  void *againDevice = nullptr;
+  ASSERT_TRUE(terra::cuda::runCheckFlag(&again, &againDevice));
+  EXPECT_EQ(again, host); // one per thread
+  EXPECT_EQ(againDevice, device);
+  void *module = mgpuModuleLoadJIT(const_cast<char *>(kAddOnePTX), 3);
+  ASSERT_NE(module, nullptr) << terra::cuda::takeLastError();
+  void *fn = mgpuModuleGetFunction(module, "add_one");
+  ASSERT_NE(fn, nullptr);
+  *const_cast<volatile int32_t *>(host) = 0;
+  uint32_t n = 1;
+  void *params[] = {&device, &n};
+  ASSERT_TRUE(terra::cuda::beginRunStream());
+  void *stream = mgpuStreamCreate();
+  mgpuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, stream, params, nullptr, 2);
+  mgpuStreamSynchronize(stream);
+  mgpuStreamDestroy(stream);
+  terra::cuda::endRunStream();
+  float value;
+  int32_t bits = *const_cast<volatile int32_t *>(host);
+  std::memcpy(&value, &bits, sizeof value);
+  EXPECT_EQ(value, 1.f);
   mgpuModuleUnload(module);
 }
 

@@ -166,6 +166,7 @@ int main(int argc, char **argv) {
     if (!terra::cuda::available(&why))
       return fail("--device cuda: " + why);
     memory.stageInputs = true;
+    memory.checkFlag = terra::cuda::runCheckFlag;
     if (memoryKind == "managed") {
       memory.alloc = managedAlloc;
       memory.free = terra::cuda::freeManaged;

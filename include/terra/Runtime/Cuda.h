@@ -58,6 +58,14 @@ bool synchronize();
 /// Returns the cached device blocks to the driver.
 void releaseDeviceCache();
 
+/// The check flag of this thread's runs (RunState::BufferMemory::
+/// checkFlag): one word of pinned host memory mapped into the device's
+/// address space, allocated by the thread's first call and never freed
+/// (one per runner thread). The guards inside kernels store into it at
+/// `device`; the host reads it at `host` after waiting for the run's stream.
+/// False, with an error reported, without a device.
+bool runCheckFlag(int32_t **host, void **device);
+
 /// One stream for a whole graph run (RunState::BufferMemory's stream hooks):
 /// `beginRunStream` makes a stream of this thread (created once, blocking,
 /// so the legacy default stream's copies and PyTorch's default stream order

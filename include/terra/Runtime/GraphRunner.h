@@ -98,6 +98,12 @@ public:
     bool (*beginStream)() = nullptr;
     bool (*syncStream)() = nullptr;
     void (*endStream)() = nullptr;
+    /// The check flag the guards inside the graph's kernels write
+    /// (terra-gpu-device-checks; terra::cuda::runCheckFlag): a word the
+    /// host reads at `host` and the kernels write at `device` (pinned,
+    /// mapped host memory). False if it cannot be had. Null: the run's own
+    /// host word (kernels that run on the CPU, the gpu-loops pipeline).
+    bool (*checkFlag)(int32_t **host, void **device) = nullptr;
   };
   BufferMemory memory;
 
@@ -123,6 +129,12 @@ public:
   /// The graph's check messages, by index (its own: a run does not copy
   /// them, ~1000 strings a run for YOLOv3).
   const std::vector<std::string> *assertMessages = nullptr;
+  /// The check flag of this run (terra_rt_check_flag): 0, or the index + 1
+  /// of the message of a guard that failed inside a kernel. Read after
+  /// each wait for the run's stream (detail::checkDevice).
+  int32_t *checkFlagHost = nullptr;
+  void *checkFlagDevice = nullptr;
+  int32_t ownCheckFlag = 0;
 };
 
 /// A row-major copy of host tensor `t` in a block of `memory` (`alloc`,

@@ -11,7 +11,8 @@
 //             ownership-based deallocation,
 //             every other linalg op -> one gpu.launch (terra-linalg-to-gpu),
 //             host loops over graph buffers -> single-thread kernels
-//             (terra-gpu-host-kernels)
+//             (terra-gpu-host-kernels), guards inside kernels -> the
+//             run's check flag (terra-gpu-device-checks)
 //   kernels:  outlining into one gpu.module, NVVM target (chip/features),
 //             gpu -> NVVM
 //   host:     memref/math/scf/func -> LLVM, gpu.launch_func -> mgpu* calls
@@ -67,6 +68,8 @@ void terra::buildGPULoweringPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(createTerraLinalgToGPU(kernelOpts));
   // What other host code touches graph buffers: single-thread kernels.
   pm.addNestedPass<func::FuncOp>(createTerraGPUHostKernels());
+  // Guards inside kernels (per-element index checks) write the run's flag.
+  pm.addPass(createTerraGPUDeviceChecks());
   pm.addPass(createTerraCanonicalizer());
   pm.addPass(createCSEPass());
   pm.addPass(createGpuKernelOutliningPass());

@@ -43,6 +43,8 @@ namespace terra::cuda::detail {
   X(cuMemAlloc, "cuMemAlloc_v2")                                               \
   X(cuMemAllocManaged, "cuMemAllocManaged")                                    \
   X(cuMemFree, "cuMemFree_v2")                                                 \
+  X(cuMemHostAlloc, "cuMemHostAlloc")                                          \
+  X(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2")                 \
   X(cuMemcpyAsync, "cuMemcpyAsync")                                            \
   X(cuMemcpyHtoD, "cuMemcpyHtoD_v2")                                           \
   X(cuMemcpyDtoH, "cuMemcpyDtoH_v2")                                           \

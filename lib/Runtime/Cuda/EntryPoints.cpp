@@ -377,3 +377,26 @@ bool terra::cuda::synchronize() {
 }
 
 void terra::cuda::releaseDeviceCache() { deviceCache().release(); }
+
+bool terra::cuda::runCheckFlag(int32_t **host, void **device) {
+  thread_local int32_t *flagHost = nullptr;
+  thread_local CUdeviceptr flagDevice = 0;
+  if (!flagHost) {
+    TERRA_CUDA_ENTER("runCheckFlag", false)
+    void *p = nullptr;
+    if (!check(*d,
+               d->cuMemHostAlloc(&p, sizeof(int32_t),
+                                 CU_MEMHOSTALLOC_PORTABLE |
+                                     CU_MEMHOSTALLOC_DEVICEMAP),
+               "runCheckFlag"))
+      return false;
+    CUdeviceptr dp = 0;
+    if (!check(*d, d->cuMemHostGetDevicePointer(&dp, p, 0), "runCheckFlag"))
+      return false; // the pinned word is kept: a retry would leak another
+    flagHost = static_cast<int32_t *>(p);
+    flagDevice = dp;
+  }
+  *host = flagHost;
+  *device = reinterpret_cast<void *>(flagDevice);
+  return true;
+}

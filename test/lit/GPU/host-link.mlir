@@ -1,7 +1,8 @@
 // The host side of a GPU graph links against what the project ships: every
 // external symbol of its object file is defined by the CUDA runtime
 // (lib/Runtime/Cuda: mgpu*, cuBLAS and cuDNN calls) or the graph runtime
-// (lib/Runtime: terra_rt_*, buffer allocation), except libc's `free`.
+// (lib/Runtime: terra_rt_*, buffer allocation, the check flag an
+// embedding's index checks write inside its kernel), except libc's `free`.
 // REQUIRES: terra-cuda-runtime
 // RUN: terra-opt %s -terra-gpu-pipeline | terra-translate --mlir-to-llvmir -o %t.ll
 // RUN: llc -O0 -filetype=obj -relocation-model=pic %t.ll -o %t.o
@@ -19,6 +20,7 @@
 // USES-DAG: _mlir_ciface_terra_cuda_conv2d_grad_weight_f32
 // USES-DAG: _mlir_ciface_terra_rt_feed_contiguous_f32
 // USES-DAG: _mlir_ciface_terra_rt_fetch_f32
+// USES-DAG: _mlir_ciface_terra_rt_check_flag
 // USES-DAG: _mlir_memref_to_llvm_alloc
 // USES-DAG: _mlir_memref_to_llvm_free
 // USES-DAG: mgpuModuleLoadJIT
@@ -55,5 +57,9 @@ module {
     %gx, %gw = terra.op "aten.convolution_backward"(%cg, %cx, %cw) args {stride = [2, 2], padding = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1 : i64, output_mask = [true, true, false], bias_sizes = [8]} : (tensor<2x8x6x6xf32>, tensor<2x4x12x12xf32>, tensor<8x4x3x3xf32>) -> (tensor<2x4x12x12xf32>, tensor<8x4x3x3xf32>)
     terra.fetch 2 %gx : tensor<2x4x12x12xf32>
     terra.fetch 3 %gw : tensor<8x4x3x3xf32>
+    %e = terra.feed 6 : tensor<10x4xf32>
+    %i = terra.feed 7 : tensor<?x3xi64>
+    %ge = terra.op "aten.embedding"(%e, %i) : (tensor<10x4xf32>, tensor<?x3xi64>) -> tensor<?x3x4xf32>
+    terra.fetch 4 %ge : tensor<?x3x4xf32>
   }
 }

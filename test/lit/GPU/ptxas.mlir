@@ -2,8 +2,10 @@
 // the outer dim, a full reduction (both split across threads when their
 // run-time size is large: two kernels more each) and a linear layer (its
 // matmul goes to cuBLAS, reading the row-major feeds in place; its bias
-// add and relu are kernels) is valid PTX for the CUDA 13 assembler, for sm_90 and sm_80,
-// as one module.
+// add and relu are kernels) and an embedding (its per-element index check
+// writes the run's check flag: no host call in a kernel, which ptxas
+// rejects as an unresolved extern function) is valid PTX for the CUDA 13
+// assembler, for sm_90 and sm_80, as one module.
 // REQUIRES: ptxas
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: terra-opt %s -terra-gpu-pipeline -o %t/sm90.mlir
@@ -27,7 +29,7 @@
 // PTX: // gpu.binary @terra_kernels
 // PTX: .target sm_90
 // PTX: .visible .entry step_kernel(
-// PTX: .visible .entry step_kernel_12(
+// PTX: .visible .entry step_kernel_13(
 // PTX-NOT: .entry
 // BIN: gpu.binary @terra_kernels  [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80"{{.*}} bin = "
 // NOPTX: holds a binary object, not PTX
@@ -44,5 +46,9 @@ module {
     terra.fetch 0 %r : tensor<?x32xf32>
     terra.fetch 1 %s : tensor<64xf32>
     terra.fetch 2 %t : tensor<f32>
+    %e = terra.feed 4 : tensor<10x4xf32>
+    %i = terra.feed 5 : tensor<?x3xi64>
+    %g = terra.op "aten.embedding"(%e, %i) : (tensor<10x4xf32>, tensor<?x3xi64>) -> tensor<?x3x4xf32>
+    terra.fetch 3 %g : tensor<?x3x4xf32>
   }
 }
