@@ -13,6 +13,7 @@
 #   3c. terra on device="cuda" on two benchmark programs (eager vs terra);
 #   3d. ncu over two co-executed steps of DCGAN under terra: time per kernel;
 #   4. the benchmark suite, full size, eager and torch.compile.
+# The hook part builds the dispatch hook for the machine's torch (below).
 # Part 0 comes first: the Python front end's tests on the machine's torch
 # 2.x (CPU graphs), with the portable native module of frontend.tar.xz.
 set -u
@@ -30,7 +31,7 @@ export PYTHONUNBUFFERED=1
 # stderr), before faulthandler's Python stacks.
 export TERRA_NATIVE_BACKTRACE=$L/native-backtrace.log
 # GPU_CHECK_PARTS picks parts (a follow-up run repeats only what changed).
-want() { case " ${GPU_CHECK_PARTS:-0 1 2 3 3b 3c 3d 4} " in *" $1 "*) return 0 ;; esac; return 1; }
+want() { case " ${GPU_CHECK_PARTS:-hook 0 1 2 3 3b 3c 3d 4} " in *" $1 "*) return 0 ;; esac; return 1; }
 
 echo "== machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -66,6 +67,48 @@ if [ -f $B/frontend.tar.xz ]; then
   # toolkit has none.
   [ -f /usr/local/cuda/nvvm/libdevice/libdevice.10.bc ] || export TERRA_CUDA_TOOLKIT=$FRONTEND/cuda
   echo "libdevice: ${TERRA_CUDA_TOOLKIT:-/usr/local/cuda}"
+fi
+
+# The tape replay's dispatch hook (python/src/DispatchHook.cpp) for this
+# machine's torch: the bundle's is built for Debian's torch 1.13 and is not
+# loaded under another version (python/terra/native.py), leaving the
+# replay on torch's Python fallback. Built here when a C++ compiler,
+# Python's and torch's headers exist, then checked by its own tests; a
+# hook that fails them is removed again.
+if want hook && [ -d $FRONTEND/python ]; then
+  echo "== hook. the dispatch hook for torch $(python3 -c 'import torch; print(torch.__version__)')"
+  read -r PYINC TD ABI SUF < <(python3 -c "import os, sysconfig, torch
+print(sysconfig.get_paths()['include'], os.path.dirname(torch.__file__), int(torch._C._GLIBCXX_USE_CXX11_ABI), sysconfig.get_config_var('EXT_SUFFIX'))")
+  HOOK=$FRONTEND/python/_terra_dispatch$SUF
+  if [ ! -f "$PYINC/Python.h" ]; then
+    echo "no Python.h in $PYINC: not built"
+  else
+    for std in c++17 c++20; do
+      timeout 240 c++ -O2 -std=$std -shared -fPIC -fvisibility=hidden -fexceptions -frtti -w \
+        -D_GLIBCXX_USE_CXX11_ABI=$ABI -I"$PYINC" -isystem "$TD/include" \
+        -isystem "$TD/include/torch/csrc/api/include" python/src/DispatchHook.cpp \
+        -L"$TD/lib" -ltorch_python -ltorch_cpu -lc10 -Wl,-rpath,"$TD/lib" -o "$HOOK" \
+        > "$L/hook-build-$std.log" 2>&1 && break
+      echo "-std=$std failed: $(grep -m3 'error' "$L/hook-build-$std.log")"
+    done
+    if [ -f "$HOOK" ]; then
+      # Every symbol this torch does not export (session 31: torch 2.11's
+      # libtorch_python has no THPSize_NewFromSizes), not just the first.
+      LD_LIBRARY_PATH="$TD/lib:${LD_LIBRARY_PATH:-}" ldd -r "$HOOK" 2>&1 | grep "undefined symbol" |
+        grep -v "Py\|_Py" | c++filt | head -20
+      python3 -c "import torch; print(torch.__version__)" > $FRONTEND/python/_terra_dispatch.torch-version
+      (cd test/python && TERRA_BUILD_DIR=$FRONTEND timeout 120 python3 -m pytest test_dispatch_hook.py \
+        -q -p no:cacheprovider -x > "$L/hook-tests.log" 2>&1)
+      rc=$?
+      tail -3 "$L/hook-tests.log"
+      if [ $rc -ne 0 ]; then
+        echo "hook tests failed (rc=$rc): removed"
+        rm -f "$HOOK" $FRONTEND/python/_terra_dispatch.torch-version
+      else
+        echo "hook built ($(left) s left)"
+      fi
+    fi
+  fi
 fi
 if ! want 0; then
   echo "skipped"

@@ -39,7 +39,6 @@
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Layout.h>
-#include <torch/csrc/Size.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
@@ -336,10 +335,9 @@ py::list tensorSpecs(py::list tensors, py::dict elements, py::object previous,
       throw py::error_already_set();
     PyTuple_SET_ITEM(spec, 0, ptr);
     PyTuple_SET_ITEM(spec, 1, Py_NewRef(element));
-    PyObject *sizes = THPSize_NewFromSizes(x->dim(), x->sizes().data());
-    if (!sizes)
-      throw py::error_already_set();
-    PyTuple_SET_ITEM(spec, 2, sizes);
+    // A plain tuple (runio.tensor_spec's torch.Size is one): torch 2.x's
+    // libtorch_python does not export THPSize_NewFromSizes.
+    PyTuple_SET_ITEM(spec, 2, intTuple(x->sizes()));
     PyTuple_SET_ITEM(spec, 3, intTuple(x->strides()));
     PyTuple_SET_ITEM(spec, 4, Py_NewRef(t));
   }
