@@ -585,6 +585,9 @@ def TerraLinalgToGPU : Pass<"terra-linalg-to-gpu", "mlir::func::FuncOp"> {
     thread per output folds its S partials into it, S chosen so that about
     `split-max-outputs` threads run, each folding at least 64 elements.
     This reassociates the reduction, as every parallel reduction does.
+    Each thread's fold is unrolled `fold-unroll` times (same order of
+    combining): its loads do not depend on the accumulator, so they are in
+    flight together instead of one at a time.
   }];
   let options = [
     Option<"blockSize", "block-size", "int64_t", "256",
@@ -596,6 +599,9 @@ def TerraLinalgToGPU : Pass<"terra-linalg-to-gpu", "mlir::func::FuncOp"> {
     Option<"splitMaxOutputs", "split-max-outputs", "int64_t", "32768",
            "Split reductions with fewer outputs than this; also the number "
            "of threads a split aims at">,
+    Option<"foldUnroll", "fold-unroll", "int64_t", "8",
+           "Unroll factor of each thread's fold in a split reduction (its "
+           "loads then overlap)">,
     Option<"kernels", "kernels", "bool", "true",
            "Convert the mapped loops to gpu.launch (false keeps the "
            "scf.parallel loops, so tests can run them on the CPU)">,

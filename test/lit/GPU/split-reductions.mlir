@@ -3,7 +3,8 @@
 
 // A full sum of 100003 elements: 3126 threads each fold every 3126th
 // element (consecutive threads, consecutive elements) from 0.0 into a
-// buffer of partials; the 3126 partials are a reduction again, split into
+// buffer of partials (the fold unrolled 8 times: 8 loads in flight, then the
+// remainder); the 3126 partials are a reduction again, split into
 // 98, which one thread folds into the output.
 // CHECK-LABEL: func.func @full_sum
 // CHECK-DAG:     %[[ZERO:.*]] = arith.constant 0.000000e+00 : f64
@@ -12,11 +13,13 @@
 // CHECK:         %[[P:.*]] = memref.alloc() : memref<3126xf64>
 // CHECK:         gpu.launch
 // CHECK:           %[[T:.*]] = arith.remui %{{.*}}, %[[S]]
-// CHECK:           scf.for %[[K_IV:.*]] = %[[T]] to %[[K]] step %[[S]] iter_args(%{{.*}} = %[[ZERO]])
+// CHECK:           %[[MAIN:.*]] = scf.for %[[K_IV:.*]] = %[[T]] to %[[UB:.*]] step %c25008 iter_args(%{{.*}} = %[[ZERO]])
 // CHECK:             memref.load %arg0[%[[K_IV]]]
 // CHECK:             math.exp
 // CHECK:             arith.addf
-// CHECK:           memref.store %{{.*}}, %[[P]][%[[T]]]
+// CHECK-COUNT-7:     memref.load %arg0
+// CHECK:           %[[REST:.*]] = scf.for %{{.*}} = %[[UB]] to %[[K]] step %[[S]] iter_args(%{{.*}} = %[[MAIN]])
+// CHECK:           memref.store %[[REST]], %[[P]][%[[T]]]
 // CHECK:         %[[P2:.*]] = memref.alloc() : memref<98xf64>
 // CHECK:         gpu.launch
 // CHECK:           memref.load %[[P]]
