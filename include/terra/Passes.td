@@ -588,6 +588,13 @@ def TerraLinalgToGPU : Pass<"terra-linalg-to-gpu", "mlir::func::FuncOp"> {
     Each thread's fold is unrolled `fold-unroll` times (same order of
     combining): its loads do not depend on the accumulator, so they are in
     flight together instead of one at a time.
+
+    A reduction that is not split (one thread per output element) keeps
+    its output elements in registers over the reduction loop (loaded
+    once, stored once, the loop unrolled likewise) when its outputs are
+    indexed by parallel dimensions only and no input views an output's
+    buffer; linalg's own loops would load and store the output element on
+    every iteration, each waiting for the previous store.
   }];
   let options = [
     Option<"blockSize", "block-size", "int64_t", "256",
@@ -612,6 +619,8 @@ def TerraLinalgToGPU : Pass<"terra-linalg-to-gpu", "mlir::func::FuncOp"> {
     "mlir::memref::MemRefDialect", "mlir::linalg::LinalgDialect"];
   let statistics = [
     Statistic<"numKernels", "kernels", "Number of gpu.launch ops created">,
+    Statistic<"numRegisterFolds", "register-folds",
+              "Reductions folded in registers, one thread per output">,
     Statistic<"numSerial", "serial-kernels",
               "Kernels of one thread (ops without parallel dimensions)">,
     Statistic<"numSplit", "split-reductions",

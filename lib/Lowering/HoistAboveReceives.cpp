@@ -10,6 +10,8 @@
 // depend on, in every block (see Passes.td for the rules).
 //
 //===----------------------------------------------------------------------===//
+#include "RuntimeNames.h"
+
 #include "terra/Passes.h"
 
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -57,7 +59,7 @@ bool isReceive(Operation *op) {
 
 /// A runtime guard (a failed one ends the run with its message): it may
 /// fail earlier, never on other values.
-bool isGuard(Operation *op) { return callsPrefix(op, {"terra_rt_check"}); }
+bool isGuard(Operation *op) { return callsPrefix(op, {terra::kRuntimeCheck}); }
 
 /// Whether `op` has no memory effect of its own (its regions aside).
 bool hasNoOwnEffect(Operation *op) {

@@ -19,6 +19,8 @@
 // provably contiguous are copied first (see the pass description).
 //
 //===----------------------------------------------------------------------===//
+#include "RuntimeNames.h"
+
 #include "terra/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
@@ -215,7 +217,7 @@ Value transposedView(RewriterBase &rw, Location loc, Value v, Operation *gemm,
     if (isa<memref::AllocOp>(op))
       continue;
     if (auto call = dyn_cast<func::CallOp>(op))
-      if (call.getCallee() == "terra_rt_check")
+      if (call.getCallee() == kRuntimeCheck)
         continue;
     if (auto fill = dyn_cast<linalg::FillOp>(op))
       if (fill.getOutputs()[0].getDefiningOp<memref::AllocOp>())

@@ -58,7 +58,7 @@ private:
   /// nothing can move a call out of the loop.
   void emitCheck(OpBuilder &b, Location loc, Value ok, StringAttr message) {
     func::FuncOp f =
-        declare("terra_rt_check", {b.getI1Type(), b.getI64Type()}, {}, false);
+        declare(kRuntimeCheck, {b.getI1Type(), b.getI64Type()}, {}, false);
     int64_t id = assertMessages.size();
     assertMessages.push_back(message);
     Operation *parent = b.getInsertionBlock()->getParentOp();

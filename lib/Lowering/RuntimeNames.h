@@ -2,7 +2,8 @@
 //-*-===//
 //
 // Shared by the passes that call the runtime (lib/Runtime/API.cpp):
-// terra-lower-graph, terra-gpu-host-kernels and terra-gpu-device-checks.
+// terra-lower-graph, terra-hoist-above-receives, terra-library-calls,
+// terra-gpu-host-kernels and terra-gpu-device-checks.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TERRA_LIB_LOWERING_RUNTIMENAMES_H

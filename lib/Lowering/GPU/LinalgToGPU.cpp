@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/SCF/Utils/Utils.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Transforms/DialectConversion.h"
 
 namespace terra {
@@ -89,15 +90,34 @@ SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value linear,
   return ivs;
 }
 
-/// The element of operand `operand` of `op` at loop indices `ivs`.
-Value loadOperand(OpBuilder &b, Location loc, linalg::LinalgOp op,
-                  OpOperand &operand, ValueRange ivs) {
+/// The indices of operand `operand` of `op` at loop indices `ivs`.
+SmallVector<Value> operandIndices(OpBuilder &b, Location loc,
+                                  linalg::LinalgOp op, OpOperand &operand,
+                                  ValueRange ivs) {
   AffineMap map = op.getMatchingIndexingMap(&operand);
   SmallVector<Value> indices;
   for (AffineExpr e : map.getResults())
     indices.push_back(affine::AffineApplyOp::create(
         b, loc, AffineMap::get(map.getNumDims(), 0, e), ivs));
-  return memref::LoadOp::create(b, loc, operand.get(), indices);
+  return indices;
+}
+
+/// The element of operand `operand` of `op` at loop indices `ivs`.
+Value loadOperand(OpBuilder &b, Location loc, linalg::LinalgOp op,
+                  OpOperand &operand, ValueRange ivs) {
+  return memref::LoadOp::create(b, loc, operand.get(),
+                                operandIndices(b, loc, op, operand, ivs));
+}
+
+/// The buffer memref `v` views (through view-like ops).
+Value rootBuffer(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    auto view = dyn_cast<ViewLikeOpInterface>(def);
+    if (!view)
+      break;
+    v = view.getViewSource();
+  }
+  return v;
 }
 
 /// The sizes of `op`'s loops (parallel dimensions first), as values at the
@@ -377,6 +397,99 @@ struct TerraLinalgToGPUPass
     return toKernelLoops(rw, fold);
   }
 
+  /// Whether reduction `op` (parallel dimensions first) can keep each
+  /// output element in a register over its reduction loop: its outputs are
+  /// indexed by parallel dimensions only, and no input is a view of an
+  /// output's buffer (whose elements the loop would then read while their
+  /// new values are still in registers).
+  bool foldsInRegisters(linalg::LinalgOp op) {
+    if (op.getNumReductionLoops() == 0 || op->getNumResults() != 0 ||
+        op.getBlock()->getNumArguments() != op->getNumOperands())
+      return false;
+    unsigned numParallel = op.getNumParallelLoops();
+    unsigned numLoops = op.getNumLoops();
+    for (OpOperand &init : op.getDpsInitsMutable()) {
+      AffineMap map = op.getMatchingIndexingMap(&init);
+      for (unsigned d = numParallel; d < numLoops; ++d)
+        if (map.isFunctionOfDim(d))
+          return false;
+      Value root = rootBuffer(init.get());
+      for (OpOperand *in : op.getDpsInputOperands())
+        if (isa<MemRefType>(in->get().getType()) &&
+            rootBuffer(in->get()) == root)
+          return false;
+    }
+    return true;
+  }
+
+  /// Replaces reduction `op` (foldsInRegisters) by one thread per output
+  /// element that loads the element, folds the reduction into it in
+  /// registers (`scf.for` with the elements as iteration arguments,
+  /// unrolled `fold-unroll` times) and stores it once. The order of
+  /// combining is the op's own. Linalg's loops would load and store the
+  /// output element on every iteration instead: each iteration waits for
+  /// the previous one's store, and no two loads overlap.
+  LogicalResult foldPerThread(IRRewriter &rw, linalg::LinalgOp op) {
+    Location loc = op.getLoc();
+    rw.setInsertionPoint(op);
+    LoopSizes sizes = loopSizes(rw, loc, op);
+    Value total = arith::ConstantIndexOp::create(rw, loc, 1);
+    for (Value size : sizes.parallel)
+      total = rw.createOrFold<arith::MulIOp>(loc, total, size);
+    FailureOr<Value> linear = kernelLoops(rw, loc, total, blockSize);
+    if (failed(linear))
+      return op.emitError("terra-linalg-to-gpu: invalid loop mapping");
+    SmallVector<Value> pIvs = delinearize(rw, loc, *linear, sizes.parallel);
+    Value c0 = arith::ConstantIndexOp::create(rw, loc, 0);
+    Value c1 = arith::ConstantIndexOp::create(rw, loc, 1);
+    SmallVector<Value> outIvs(pIvs);
+    outIvs.append(sizes.reduced.size(), c0);
+    SmallVector<Value> inits;
+    for (OpOperand &init : op.getDpsInitsMutable())
+      inits.push_back(loadOperand(rw, loc, op, init, outIvs));
+    auto loop = scf::ForOp::create(rw, loc, c0, sizes.reducedTotal, c1, inits);
+    {
+      OpBuilder::InsertionGuard inner(rw);
+      rw.setInsertionPointToStart(loop.getBody());
+      SmallVector<Value> ivs(pIvs);
+      llvm::append_range(
+          ivs, delinearize(rw, loc, loop.getInductionVar(), sizes.reduced));
+      Block *body = op.getBlock();
+      IRMapping map;
+      for (OpOperand *in : op.getDpsInputOperands())
+        map.map(body->getArgument(in->getOperandNumber()),
+                isa<MemRefType>(in->get().getType())
+                    ? loadOperand(rw, loc, op, *in, ivs)
+                    : in->get());
+      for (auto [arg, acc] :
+           llvm::zip(op.getRegionOutputArgs(), loop.getRegionIterArgs()))
+        map.map(arg, acc);
+      for (Operation &o : body->without_terminator()) {
+        if (auto index = dyn_cast<linalg::IndexOp>(o)) {
+          map.map(index.getResult(), ivs[index.getDim()]);
+          continue;
+        }
+        rw.clone(o, map);
+      }
+      SmallVector<Value> yielded;
+      for (Value v : body->getTerminator()->getOperands())
+        yielded.push_back(map.lookupOrDefault(v));
+      scf::YieldOp::create(rw, loc, yielded);
+    }
+    for (auto [init, result] :
+         llvm::zip(op.getDpsInitsMutable(), loop.getResults()))
+      memref::StoreOp::create(rw, loc, result, init.get(),
+                              operandIndices(rw, loc, op, init, outIvs));
+    // Unrolled unless short: a few elements per output (a 3x3 window, a
+    // class dim) gain nothing and only grow the kernel.
+    std::optional<int64_t> trips = getConstantIntValue(sizes.reducedTotal);
+    if (foldUnroll > 1 && (!trips || *trips >= 4 * foldUnroll))
+      (void)loopUnrollByFactor(loop, foldUnroll);
+    rw.eraseOp(op);
+    ++numRegisterFolds;
+    return success();
+  }
+
   /// Replaces `op` by the two-level loop nest
   ///   scf.parallel %b (blocks) { scf.parallel %t (threads) {
   ///     %i = %b * block-size + %t
@@ -412,6 +525,8 @@ struct TerraLinalgToGPUPass
         return failure();
       return toKernelLoops(rw, single, /*allowSplit=*/false);
     }
+    if (op.getNumParallelLoops() > 0 && foldsInRegisters(op))
+      return foldPerThread(rw, op);
     bool serial = op.getNumParallelLoops() == 0;
     int64_t threads = serial ? 1 : int64_t(blockSize);
 

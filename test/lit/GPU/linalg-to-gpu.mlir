@@ -38,14 +38,20 @@ func.func @pointwise(%x: memref<?x64xf32>, %y: memref<?x64xf32>) {
 // -----
 
 // A sum over dim 0: the iterators are interchanged so the parallel dim is
-// outermost; each thread runs the reduction loop for one output element.
+// outermost; each thread runs the reduction loop for one output element,
+// with the element in a register: loaded once, folded (unrolled 8 times,
+// then the remainder), stored once.
 // CHECK-LABEL: func.func @sum_dim0
 // CHECK:         gpu.launch
 // CHECK:           scf.if
-// CHECK:             scf.for %{{.*}} = %c0{{.*}} to %{{.*}} step %c1
+// CHECK:             %[[INIT:.*]] = memref.load %arg1[%[[T:.*]]] : memref<64xf32>
+// CHECK:             %[[MAIN:.*]] = scf.for %{{.*}} = %c0{{.*}} to %[[UB:.*]] step %c8 iter_args(%{{.*}} = %[[INIT]]) -> (f32)
+// CHECK-NOT:           memref.store
+// CHECK-COUNT-8:       arith.addf
+// CHECK:             %[[SUM:.*]] = scf.for %{{.*}} = %[[UB]] to %{{.*}} step %c1 iter_args(%{{.*}} = %[[MAIN]]) -> (f32)
 // CHECK:               memref.load
 // CHECK:               arith.addf
-// CHECK:               memref.store
+// CHECK:             memref.store %[[SUM]], %arg1[%[[T]]]
 // CHECK-NOT:     gpu.launch
 #in = affine_map<(d0, d1) -> (d0, d1)>
 #out = affine_map<(d0, d1) -> (d1)>
@@ -87,5 +93,31 @@ func.func @serial(%x: memref<?x64xf32>, %m: memref<f32>, %c: memref<?x64xf32>) {
     linalg.yield %s : f32
   }
   memref.copy %x, %c : memref<?x64xf32> to memref<?x64xf32>
+  return
+}
+
+// -----
+
+// An input that views the output's buffer: the loop would read elements
+// whose new values are still in registers, so linalg's loops stay (each
+// iteration loads and stores the output element).
+// CHECK-LABEL: func.func @sum_into_own_row
+// CHECK:         gpu.launch
+// CHECK:           scf.for
+// CHECK-NOT:         iter_args
+// CHECK:             memref.load
+// CHECK:             memref.load
+// CHECK:             arith.addf
+// CHECK:             memref.store
+#in2 = affine_map<(d0, d1) -> (d0, d1)>
+#out2 = affine_map<(d0, d1) -> (d1)>
+func.func @sum_into_own_row(%y: memref<64x64xf32>) {
+  %row = memref.subview %y[0, 0] [1, 64] [1, 1] : memref<64x64xf32> to memref<64xf32, strided<[1]>>
+  linalg.generic {indexing_maps = [#in2, #out2], iterator_types = ["reduction", "parallel"]}
+      ins(%y : memref<64x64xf32>) outs(%row : memref<64xf32, strided<[1]>>) {
+  ^bb0(%a: f32, %o: f32):
+    %s = arith.addf %a, %o : f32
+    linalg.yield %s : f32
+  }
   return
 }
