@@ -47,7 +47,7 @@ void failCheck(RunState *run, int64_t message) {
                    : "runtime check failed");
 }
 
-/// The descriptor of a memref<?xi32> (C interface).
+/// The descriptor of a rank-1 i32 memref (C interface): the check flag.
 struct MemRef1D {
   int32_t *allocated;
   int32_t *aligned;

@@ -51,17 +51,6 @@ void walkHost(func::FuncOp func, function_ref<void(Operation *)> fn) {
   });
 }
 
-/// The buffer memref `v` is a view of (through view-like ops and casts).
-Value bufferOf(Value v) {
-  while (Operation *def = v.getDefiningOp()) {
-    auto view = dyn_cast<ViewLikeOpInterface>(def);
-    if (!view)
-      break;
-    v = view.getViewSource();
-  }
-  return v;
-}
-
 /// The runtime entry points that copy a graph value to the host.
 constexpr llvm::StringLiteral kToHost = "terra_rt_to_host_";
 
@@ -70,7 +59,7 @@ constexpr llvm::StringLiteral kToHost = "terra_rt_to_host_";
 /// array of the dealloc helper (which terra-gpu-host-scratch moves to the
 /// stack).
 bool inHostMemory(Value v) {
-  Operation *def = bufferOf(v).getDefiningOp();
+  Operation *def = terra::gpu::bufferOf(v).getDefiningOp();
   if (!def)
     return false; // an argument: a feed, state or result buffer
   if (isa<memref::AllocaOp, memref::GetGlobalOp>(def))
@@ -179,7 +168,7 @@ Operation *atLevelOf(Operation *op, Operation *anchor) {
 bool loadMayMoveInto(memref::LoadOp load, Operation *launch,
                      DominanceInfo &dom) {
   SmallVector<Operation *> users;
-  usersOfBuffer(bufferOf(load.getMemRef()), users);
+  usersOfBuffer(terra::gpu::bufferOf(load.getMemRef()), users);
   for (Operation *user : users) {
     if (isa<memref::DeallocOp>(user)) {
       Operation *at = atLevelOf(user, launch);
@@ -298,7 +287,7 @@ void readFromHostCopy(memref::LoadOp load, DominanceInfo &dom,
   Value memref = load.getMemRef();
   SmallVector<Operation *> writers;
   SmallVector<Operation *> users;
-  usersOfBuffer(bufferOf(memref), users);
+  usersOfBuffer(terra::gpu::bufferOf(memref), users);
   for (Operation *user : users)
     if (mayWrite(user))
       writers.push_back(user);

@@ -1,8 +1,13 @@
 //===- HostMemory.h - Host-owned buffers of a GPU graph ---------*- C++ -*-===//
+//
+// Shared by the GPU passes: host scratch arrays and the buffer a view is of.
+//
+//===----------------------------------------------------------------------===//
 #ifndef TERRA_LIB_LOWERING_GPU_HOSTMEMORY_H
 #define TERRA_LIB_LOWERING_GPU_HOSTMEMORY_H
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 
 namespace terra::gpu {
 
@@ -18,6 +23,17 @@ bool onlyHostScratchUses(mlir::Value v,
 /// a dynamic reshape's shape). terra-gpu-host-scratch moves these to the
 /// stack.
 bool isHostScratch(mlir::memref::AllocOp alloc);
+
+/// The buffer memref `v` is a view of (through view-like ops and casts).
+inline mlir::Value bufferOf(mlir::Value v) {
+  while (mlir::Operation *def = v.getDefiningOp()) {
+    auto view = llvm::dyn_cast<mlir::ViewLikeOpInterface>(def);
+    if (!view)
+      break;
+    v = view.getViewSource();
+  }
+  return v;
+}
 
 } // namespace terra::gpu
 

@@ -7,6 +7,8 @@
 // pass decides the loop structure and the mapping (see Passes.td).
 //
 //===----------------------------------------------------------------------===//
+#include "HostMemory.h"
+
 #include "terra/Passes.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
@@ -18,7 +20,6 @@
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/SCF/Utils/Utils.h"
 #include "mlir/IR/PatternMatch.h"
-#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Transforms/DialectConversion.h"
 
 namespace terra {
@@ -107,17 +108,6 @@ Value loadOperand(OpBuilder &b, Location loc, linalg::LinalgOp op,
                   OpOperand &operand, ValueRange ivs) {
   return memref::LoadOp::create(b, loc, operand.get(),
                                 operandIndices(b, loc, op, operand, ivs));
-}
-
-/// The buffer memref `v` views (through view-like ops).
-Value rootBuffer(Value v) {
-  while (Operation *def = v.getDefiningOp()) {
-    auto view = dyn_cast<ViewLikeOpInterface>(def);
-    if (!view)
-      break;
-    v = view.getViewSource();
-  }
-  return v;
 }
 
 /// The sizes of `op`'s loops (parallel dimensions first), as values at the
@@ -413,10 +403,10 @@ struct TerraLinalgToGPUPass
       for (unsigned d = numParallel; d < numLoops; ++d)
         if (map.isFunctionOfDim(d))
           return false;
-      Value root = rootBuffer(init.get());
+      Value root = terra::gpu::bufferOf(init.get());
       for (OpOperand *in : op.getDpsInputOperands())
         if (isa<MemRefType>(in->get().getType()) &&
-            rootBuffer(in->get()) == root)
+            terra::gpu::bufferOf(in->get()) == root)
           return false;
     }
     return true;
