@@ -38,8 +38,8 @@ bool callsPrefix(Operation *op, ArrayRef<StringRef> prefixes) {
 /// A call that waits for the host: a feed, a case selection, a loop
 /// condition, a host callback.
 bool waitsForHost(Operation *op) {
-  return callsPrefix(op, {"terra_rt_feed", "terra_rt_case", "terra_rt_loop",
-                          "terra_rt_host_call"});
+  return callsPrefix(op, {terra::kRuntimeFeed, terra::kRuntimeCase,
+                          terra::kRuntimeLoop, terra::kRuntimeHostCall});
 }
 
 /// An op after which the graph may wait for the host: a waiting call, or an

@@ -186,15 +186,15 @@ LogicalResult GraphLowering::run(GraphOp graph) {
     if (auto feed = dyn_cast<FeedOp>(op)) {
       auto type = cast<RankedTensorType>(feed.getType());
       int64_t id = feed.getId().value_or(0);
-      Value t = receiveTensor(b, loc, "terra_rt_feed", type,
+      Value t = receiveTensor(b, loc, kRuntimeFeed, type,
                               {i64(b, loc, id), i64(b, loc, type.getRank())},
                               "feed " + Twine(id), contiguousInputs);
       feed.replaceAllUsesWith(t);
     } else if (auto fetch = dyn_cast<FetchOp>(op)) {
-      sendTensor(b, loc, "terra_rt_fetch", i64(b, loc, fetch.getId().value_or(0)),
+      sendTensor(b, loc, kRuntimeFetch, i64(b, loc, fetch.getId().value_or(0)),
                  fetch.getValue());
     } else if (auto sel = dyn_cast<CaseSelectOp>(op)) {
-      func::FuncOp f = declare("terra_rt_case", {b.getI64Type(), b.getI64Type()},
+      func::FuncOp f = declare(kRuntimeCase, {b.getI64Type(), b.getI64Type()},
                                b.getIndexType(), false);
       Value v = func::CallOp::create(
                     b, loc, f,
@@ -203,7 +203,7 @@ LogicalResult GraphLowering::run(GraphOp graph) {
       sel.replaceAllUsesWith(v);
     } else if (auto cond = dyn_cast<LoopCondOp>(op)) {
       func::FuncOp f =
-          declare("terra_rt_loop", b.getI64Type(), b.getI1Type(), false);
+          declare(kRuntimeLoop, b.getI64Type(), b.getI1Type(), false);
       Value v = func::CallOp::create(b, loc, f, i64(b, loc, cond.getId()))
                     .getResult(0);
       cond.replaceAllUsesWith(v);
@@ -214,7 +214,7 @@ LogicalResult GraphLowering::run(GraphOp graph) {
         stateNames.push_back(state.getNameAttr());
       auto type = cast<RankedTensorType>(state.getType());
       Value t =
-          receiveTensor(b, loc, "terra_rt_state", type,
+          receiveTensor(b, loc, kRuntimeState, type,
                         {i64(b, loc, it->second), i64(b, loc, type.getRank())},
                         "state '" + state.getName() + "'", contiguousInputs);
       state.replaceAllUsesWith(t);
@@ -239,13 +239,13 @@ LogicalResult GraphLowering::run(GraphOp graph) {
         entry.append("args", dl.getArgsAttr());
       hostOps.push_back(entry.getDictionary(b.getContext()));
       for (Value in : dl.getInputs())
-        sendTensor(b, loc, "terra_rt_host_arg", {}, in);
-      func::FuncOp call = declare("terra_rt_host_call", b.getI64Type(), {}, false);
+        sendTensor(b, loc, kRuntimeHostArg, {}, in);
+      func::FuncOp call = declare(kRuntimeHostCall, b.getI64Type(), {}, false);
       func::CallOp::create(b, loc, call, i64(b, loc, id));
       SmallVector<Value> results;
       for (auto [i, r] : llvm::enumerate(dl.getResults()))
         results.push_back(receiveTensor(
-            b, loc, "terra_rt_host_result", cast<RankedTensorType>(r.getType()),
+            b, loc, kRuntimeHostResult, cast<RankedTensorType>(r.getType()),
             i64(b, loc, i), "host op " + dl.getName() + " result " + Twine(i)));
       dl.replaceAllUsesWith(results);
     }

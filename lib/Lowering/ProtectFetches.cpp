@@ -18,6 +18,8 @@
 // entry points and a library call naming its outputs in `terra.writes`).
 //
 //===----------------------------------------------------------------------===//
+#include "RuntimeNames.h"
+
 #include "terra/Passes.h"
 
 #include "mlir/Interfaces/LoopLikeInterface.h"
@@ -38,13 +40,13 @@ bool isMemRef(Value v) { return isa<BaseMemRefType>(v.getType()); }
 /// The runtime entry points that only read their memref arguments.
 bool readsOnly(func::CallOp call) {
   StringRef callee = call.getCallee();
-  return callee.starts_with("terra_rt_fetch_") ||
-         callee.starts_with("terra_rt_host_arg_") ||
-         callee.starts_with("terra_rt_to_host_");
+  return callee.starts_with(terra::kRuntimeFetch) ||
+         callee.starts_with(terra::kRuntimeHostArg) ||
+         callee.starts_with(terra::kRuntimeToHost);
 }
 
 bool isFetch(func::CallOp call) {
-  return call.getCallee().starts_with("terra_rt_fetch_");
+  return call.getCallee().starts_with(terra::kRuntimeFetch);
 }
 
 /// Which buffers each memref value may point into: its roots, the

@@ -51,9 +51,6 @@ void walkHost(func::FuncOp func, function_ref<void(Operation *)> fn) {
   });
 }
 
-/// The runtime entry points that copy a graph value to the host.
-constexpr llvm::StringLiteral kToHost = "terra_rt_to_host_";
-
 /// Whether buffer `v` is the host's own memory: a stack slot, a constant
 /// global of the host module, a host copy (terra_rt_to_host_*), or an
 /// array of the dealloc helper (which terra-gpu-host-scratch moves to the
@@ -65,7 +62,7 @@ bool inHostMemory(Value v) {
   if (isa<memref::AllocaOp, memref::GetGlobalOp>(def))
     return true;
   if (auto call = dyn_cast<func::CallOp>(def))
-    return call.getCallee().starts_with(kToHost);
+    return call.getCallee().starts_with(terra::kRuntimeToHost);
   auto alloc = dyn_cast<memref::AllocOp>(def);
   return alloc && terra::gpu::isHostScratch(alloc);
 }
@@ -145,7 +142,7 @@ void usersOfBuffer(Value v, SmallVectorImpl<Operation *> &users) {
 /// fetches, which only read.
 bool mayWrite(Operation *op) {
   if (auto call = dyn_cast<func::CallOp>(op))
-    return !call.getCallee().starts_with("terra_rt_fetch");
+    return !call.getCallee().starts_with(terra::kRuntimeFetch);
   auto effects = dyn_cast<MemoryEffectOpInterface>(op);
   if (!effects)
     return true;
@@ -248,7 +245,8 @@ Value copyToHost(Value memref, Operation *at, Location loc) {
   OpBuilder b(at);
   auto unranked = UnrankedMemRefType::get(elem, type.getMemorySpace());
   auto module = at->getParentOfType<ModuleOp>();
-  std::string name = (kToHost + terra::runtimeDTypeSuffix(elem)).str();
+  std::string name =
+      (terra::kRuntimeToHost + terra::runtimeDTypeSuffix(elem)).str();
   auto callee = module.lookupSymbol<func::FuncOp>(name);
   if (!callee) {
     OpBuilder mb(module.getBodyRegion());

@@ -134,6 +134,42 @@ LoopSizes loopSizes(OpBuilder &b, Location loc, linalg::LinalgOp op) {
   return sizes;
 }
 
+/// Fills `loop`, over the linearized reduction dimensions of `op`
+/// (parallel dimensions first) with one iteration argument per output,
+/// with the op's body at parallel indices `pIvs`: inputs loaded at the
+/// loop's indices, outputs read from the iteration arguments, and the
+/// body's results yielded.
+void emitFoldBody(OpBuilder &b, Location loc, linalg::LinalgOp op,
+                  scf::ForOp loop, ValueRange pIvs,
+                  ArrayRef<Value> reducedSizes) {
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  SmallVector<Value> ivs(pIvs);
+  llvm::append_range(ivs,
+                     delinearize(b, loc, loop.getInductionVar(), reducedSizes));
+  Block *body = op.getBlock();
+  IRMapping map;
+  for (OpOperand *in : op.getDpsInputOperands())
+    map.map(body->getArgument(in->getOperandNumber()),
+            isa<MemRefType>(in->get().getType())
+                ? loadOperand(b, loc, op, *in, ivs)
+                : in->get());
+  for (auto [arg, acc] :
+       llvm::zip(op.getRegionOutputArgs(), loop.getRegionIterArgs()))
+    map.map(arg, acc);
+  for (Operation &o : body->without_terminator()) {
+    if (auto index = dyn_cast<linalg::IndexOp>(o)) {
+      map.map(index.getResult(), ivs[index.getDim()]);
+      continue;
+    }
+    b.clone(o, map);
+  }
+  SmallVector<Value> yielded;
+  for (Value v : body->getTerminator()->getOperands())
+    yielded.push_back(map.lookupOrDefault(v));
+  scf::YieldOp::create(b, loc, yielded);
+}
+
 /// How a reduction is split across threads (see splitReduction).
 struct ReductionSplit {
   int64_t parallel = 1; ///< P: output elements
@@ -311,9 +347,7 @@ struct TerraLinalgToGPUPass
     auto partialType = MemRefType::get(partialShape, elem);
     Value partial = memref::AllocOp::create(rw, loc, partialType);
     Value cSplits = cst(plan.splits);
-    Block *body = op.getBlock();
     BlockArgument outArg = op.getRegionOutputArgs()[0];
-    Value yielded = body->getTerminator()->getOperand(0);
 
     // Kernel 1: thread (p, s) folds elements s, s + S, ... of output p.
     FailureOr<Value> linear =
@@ -326,26 +360,7 @@ struct TerraLinalgToGPUPass
     Value init = arith::ConstantOp::create(rw, loc, plan.neutral);
     auto loop = scf::ForOp::create(rw, loc, split, sizes.reducedTotal, cSplits,
                                    ValueRange{init});
-    {
-      OpBuilder::InsertionGuard inner(rw);
-      rw.setInsertionPointToStart(loop.getBody());
-      SmallVector<Value> ivs(pIvs);
-      llvm::append_range(
-          ivs, delinearize(rw, loc, loop.getInductionVar(), sizes.reduced));
-      IRMapping map;
-      for (OpOperand *in : op.getDpsInputOperands())
-        map.map(body->getArgument(in->getOperandNumber()),
-                loadOperand(rw, loc, op, *in, ivs));
-      map.map(outArg, loop.getRegionIterArgs()[0]);
-      for (Operation &o : body->without_terminator()) {
-        if (auto index = dyn_cast<linalg::IndexOp>(o)) {
-          map.map(index.getResult(), ivs[index.getDim()]);
-          continue;
-        }
-        rw.clone(o, map);
-      }
-      scf::YieldOp::create(rw, loc, map.lookupOrDefault(yielded));
-    }
+    emitFoldBody(rw, loc, op, loop, pIvs, sizes.reduced);
     SmallVector<Value> partialIdx(pIvs);
     partialIdx.push_back(split);
     memref::StoreOp::create(rw, loc, loop.getResult(0), partial, partialIdx);
@@ -438,34 +453,7 @@ struct TerraLinalgToGPUPass
     for (OpOperand &init : op.getDpsInitsMutable())
       inits.push_back(loadOperand(rw, loc, op, init, outIvs));
     auto loop = scf::ForOp::create(rw, loc, c0, sizes.reducedTotal, c1, inits);
-    {
-      OpBuilder::InsertionGuard inner(rw);
-      rw.setInsertionPointToStart(loop.getBody());
-      SmallVector<Value> ivs(pIvs);
-      llvm::append_range(
-          ivs, delinearize(rw, loc, loop.getInductionVar(), sizes.reduced));
-      Block *body = op.getBlock();
-      IRMapping map;
-      for (OpOperand *in : op.getDpsInputOperands())
-        map.map(body->getArgument(in->getOperandNumber()),
-                isa<MemRefType>(in->get().getType())
-                    ? loadOperand(rw, loc, op, *in, ivs)
-                    : in->get());
-      for (auto [arg, acc] :
-           llvm::zip(op.getRegionOutputArgs(), loop.getRegionIterArgs()))
-        map.map(arg, acc);
-      for (Operation &o : body->without_terminator()) {
-        if (auto index = dyn_cast<linalg::IndexOp>(o)) {
-          map.map(index.getResult(), ivs[index.getDim()]);
-          continue;
-        }
-        rw.clone(o, map);
-      }
-      SmallVector<Value> yielded;
-      for (Value v : body->getTerminator()->getOperands())
-        yielded.push_back(map.lookupOrDefault(v));
-      scf::YieldOp::create(rw, loc, yielded);
-    }
+    emitFoldBody(rw, loc, op, loop, pIvs, sizes.reduced);
     for (auto [init, result] :
          llvm::zip(op.getDpsInitsMutable(), loop.getResults()))
       memref::StoreOp::create(rw, loc, result, init.get(),
