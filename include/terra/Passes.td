@@ -127,7 +127,11 @@ def TerraLibraryCalls : Pass<"terra-library-calls", "mlir::ModuleOp"> {
     ops accumulate into their output like the linalg ops do; a zero
     `linalg.fill` of the output right before the op is folded into the
     call (BLAS beta = 0). Transposed operands (unit stride
-    in the leading dim) go to BLAS without a copy. The runtime keeps a
+    in the leading dim) go to BLAS without a copy, and a transpose of a
+    row-major buffer made only for the GEMM (a linear layer's `aten.t` of
+    its weight, and of its activations and gradients in backward) becomes
+    a `memref.transpose` view that BLAS reads with its transpose flag; the
+    transpose kernel and its buffer go away. The runtime keeps a
     direct loop for products too small for a BLAS call to pay
     (docs/passes.md states the rule). Ops with other element types, maps or
     non-strided layouts stay linalg and become loops.
@@ -364,8 +368,17 @@ def TerraSplitEmptyTensors : Pass<"terra-split-empty-tensors"> {
     the buffer the previous trip had published with a `terra.fetch` (the
     host's zero-copy view of it changed under it: Fig. 3's loop, seen with
     `TERRA_VERIFY_FETCHES=1`).
+
+    Likewise a `linalg.fill` of an empty tensor (CSE merges the zero
+    initializations of GEMM and reduction outputs) that several ops take as
+    their destination: each destination after the first in the fill's block
+    gets its own `tensor.empty` and fill right before its user (every one,
+    when the filled tensor is also read). Bufferization had filled one
+    buffer and copied it into a new buffer per destination, a memset and a
+    memcpy of every output, and the GEMM's library call then accumulated
+    into the copy instead of folding the zero fill (BLAS beta = 0).
   }];
-  let dependentDialects = ["mlir::tensor::TensorDialect"];
+  let dependentDialects = ["mlir::tensor::TensorDialect", "mlir::linalg::LinalgDialect"];
 }
 
 def TerraProtectFetches : Pass<"terra-protect-fetches", "mlir::func::FuncOp"> {

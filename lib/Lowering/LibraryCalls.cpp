@@ -9,9 +9,11 @@
 // Operands are passed as fully dynamic strided memrefs (`memref.cast`), so
 // one entry point per element type serves every shape and layout; the
 // runtime reads sizes and strides from the descriptors and hands transposed
-// operands to BLAS without a copy. A trailing i64 flag says whether the output
-// is overwritten (a zero `linalg.fill` right before the op was folded away) or
-// accumulated into, matching the linalg op's semantics.
+// operands to BLAS without a copy; a transpose made only for the GEMM (the
+// `aten.t` of a linear layer's weight, of its activations in backward)
+// becomes a transposed view instead of a copy. A trailing i64 flag says whether
+// the output is overwritten (a zero `linalg.fill` right before the op was
+// folded away) or accumulated into, matching the linalg op's semantics.
 //
 // With `backend=cuda` the GPU pipeline gets the same rewrite for the matrix
 // products, calling the cuBLAS entry points of lib/Runtime/Cuda; a transpose
@@ -25,6 +27,8 @@
 
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace terra {
@@ -172,13 +176,102 @@ Value contiguousCopy(RewriterBase &rw, Location loc, Value v) {
   return copy;
 }
 
+/// The buffer `v` views: through casts, subviews, transposes and reshapes
+/// (ViewLikeOpInterface) to the value that owns the memory.
+Value bufferRoot(Value v) {
+  while (auto view = v.getDefiningOp<ViewLikeOpInterface>()) {
+    if (view.getViewDest() != v)
+      break;
+    v = view.getViewSource();
+  }
+  return v;
+}
+
+/// Whether buffers rooted at `a` and `b` may share memory: a fresh
+/// `memref.alloc` shares it with nothing else; two other roots (state,
+/// feeds, arguments, runtime results) are assumed to.
+bool rootsMayAlias(Value a, Value b) {
+  if (a == b)
+    return true;
+  return !a.getDefiningOp<memref::AllocOp>() &&
+         !b.getDefiningOp<memref::AllocOp>();
+}
+
+/// Whether `op` may write (or free) memory of the buffer rooted at `root`.
+/// Runtime entry points that only read buffers or return fresh ones (feeds,
+/// state, fetches, checks, case and loop receives, host copies) do not; a
+/// host callback may write anything; a GEMM call writes its output, another
+/// call all its memref operands; other ops say what they write through their
+/// memory effects, and an op with regions and no effects of its own is as its
+/// body.
+bool mayWrite(Operation *op, Value root) {
+  if (auto call = dyn_cast<func::CallOp>(op)) {
+    StringRef callee = call.getCallee();
+    if (callee.starts_with(kRuntimeHostCall))
+      return true;
+    for (StringRef readOnly :
+         {kRuntimeFeed, kRuntimeState, kRuntimeFetch, kRuntimeCheck,
+          kRuntimeCase, kRuntimeLoop, kRuntimeHostArg, kRuntimeHostResult,
+          kRuntimeToHost})
+      if (callee.starts_with(readOnly))
+        return false;
+    SmallVector<Value> memrefs;
+    for (Value v : call.getOperands())
+      if (isa<BaseMemRefType>(v.getType()))
+        memrefs.push_back(v);
+    // The GEMM calls this pass makes write only their output, the last
+    // memref operand.
+    ArrayRef<Value> written = memrefs;
+    if (!memrefs.empty() && (callee.starts_with("terra_lib_matmul_") ||
+                             callee.starts_with("terra_lib_batch_matmul_") ||
+                             callee.starts_with("terra_cuda_matmul_") ||
+                             callee.starts_with("terra_cuda_batch_matmul_")))
+      written = written.take_back();
+    return llvm::any_of(
+        written, [&](Value v) { return rootsMayAlias(bufferRoot(v), root); });
+  }
+  auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+  if (!effects) {
+    if (op->getNumRegions() == 0 ||
+        !op->hasTrait<OpTrait::HasRecursiveMemoryEffects>())
+      return !isMemoryEffectFree(op);
+    WalkResult r = op->walk([&](Operation *inner) {
+      if (inner != op && mayWrite(inner, root))
+        return WalkResult::interrupt();
+      return WalkResult::advance();
+    });
+    return r.wasInterrupted();
+  }
+  SmallVector<MemoryEffects::EffectInstance> list;
+  effects.getEffects(list);
+  for (const MemoryEffects::EffectInstance &e : list) {
+    if (!isa<MemoryEffects::Write, MemoryEffects::Free>(e.getEffect()))
+      continue;
+    Value v = e.getValue();
+    if (!v || rootsMayAlias(bufferRoot(v), root))
+      return true;
+  }
+  if (op->hasTrait<OpTrait::HasRecursiveMemoryEffects>()) {
+    WalkResult r = op->walk([&](Operation *inner) {
+      if (inner != op && mayWrite(inner, root))
+        return WalkResult::interrupt();
+      return WalkResult::advance();
+    });
+    return r.wasInterrupted();
+  }
+  return false;
+}
+
 /// For a GEMM operand `v` that a transpose kernel fills only for this GEMM
 /// (`linalg.transpose ins(%src) outs(%v)` swapping the two innermost dims
 /// of a row-major %src, %v a fresh buffer nothing else uses, and nothing
-/// between the transpose and the GEMM that could write %src): a
-/// `memref.transpose` view of %src instead, which cuBLAS reads in place as
-/// a column-major matrix (CUBLAS_OP_T). The transpose and its buffer are
-/// added to `dead`. Null if the pattern does not hold.
+/// between the transpose and the GEMM that may write %src's memory): a
+/// `memref.transpose` view of %src instead, which BLAS and cuBLAS read in
+/// place as a column-major matrix (CblasTrans, CUBLAS_OP_T). The transpose
+/// and its buffer are added to `dead`. Null if the pattern does not hold.
+/// (terra-hoist-above-receives moves a weight's transpose to the top of the
+/// graph, far from its GEMM: what lies between is checked for writes to
+/// %src's buffer, not required to be pure.)
 Value transposedView(RewriterBase &rw, Location loc, Value v, Operation *gemm,
                      SmallVectorImpl<Operation *> &dead) {
   auto alloc = v.getDefiningOp<memref::AllocOp>();
@@ -207,23 +300,11 @@ Value transposedView(RewriterBase &rw, Location loc, Value v, Operation *gemm,
   Value src = transpose.getInput();
   if (!hasIdentityLayout(src))
     return {};
-  // Between the transpose and the GEMM: only pure ops, the graph's shape
-  // checks (they read a flag) and fresh buffers (allocated and filled),
-  // none of which can write %src.
+  Value root = bufferRoot(src);
   for (Operation *op = transpose->getNextNode(); op != gemm;
-       op = op->getNextNode()) {
-    if (isMemoryEffectFree(op) && op->getNumRegions() == 0)
-      continue;
-    if (isa<memref::AllocOp>(op))
-      continue;
-    if (auto call = dyn_cast<func::CallOp>(op))
-      if (call.getCallee() == kRuntimeCheck)
-        continue;
-    if (auto fill = dyn_cast<linalg::FillOp>(op))
-      if (fill.getOutputs()[0].getDefiningOp<memref::AllocOp>())
-        continue;
-    return {};
-  }
+       op = op->getNextNode())
+    if (mayWrite(op, root))
+      return {};
   SmallVector<unsigned> dims(perm.begin(), perm.end());
   auto map = AffineMap::getPermutationMap(dims, rw.getContext());
   Value view =
@@ -256,20 +337,30 @@ struct TerraLibraryCallsPass
     });
     for (Operation *op : candidates) {
       std::string suffix;
+      SmallVector<Operation *> dead;
+      // BLAS reads a transposed operand in place (its transpose flag): a
+      // transpose made only for the GEMM becomes a view, as for cuBLAS.
+      auto prepare = [&](RewriterBase &rw, Location loc, Value v) {
+        if (Value view = transposedView(rw, loc, v, op, dead))
+          return view;
+        return v;
+      };
       if (auto mm = dyn_cast<linalg::MatmulOp>(op)) {
         if (mm.hasUserDefinedMaps() || !libraryOperands(op->getOperands(), suffix))
           continue;
         builder.replace(rw, op, "terra_lib_matmul_" + suffix, op->getOperands(),
-                        mm.getOutputs()[0]);
+                        mm.getOutputs()[0], prepare);
         ++numGemm;
       } else if (auto bmm = dyn_cast<linalg::BatchMatmulOp>(op)) {
         if (bmm.hasUserDefinedMaps() ||
             !libraryOperands(op->getOperands(), suffix))
           continue;
         builder.replace(rw, op, "terra_lib_batch_matmul_" + suffix,
-                        op->getOperands(), bmm.getOutputs()[0]);
+                        op->getOperands(), bmm.getOutputs()[0], prepare);
         ++numGemm;
       }
+      for (Operation *d : dead)
+        rw.eraseOp(d);
     }
   }
 

@@ -77,3 +77,35 @@ func.func @only_use_in_a_loop(%x: tensor<16xf32>, %n: index) -> tensor<16xf32> {
   }
   return %r : tensor<16xf32>
 }
+
+// A zero fill of an empty tensor that CSE made the destination of several
+// GEMMs: each GEMM after the first gets its own empty tensor and fill right
+// before it (bufferization would otherwise copy the one filled buffer into
+// each destination, and the library call would not see the fill before the
+// GEMM). A read of the filled tensor keeps the original, and then no GEMM
+// does (its write would need a copy).
+// CHECK-LABEL: func.func @shared_zero_fill
+// CHECK:         %[[E0:.*]] = tensor.empty() : tensor<4x8xf32>
+// CHECK-NEXT:    %[[Z0:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E0]]
+// CHECK-NEXT:    %[[E1:.*]] = tensor.empty() : tensor<4x8xf32>
+// CHECK-NEXT:    %[[Z1:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E1]]
+// CHECK-NEXT:    linalg.matmul ins(%arg0, %arg1 : {{.*}}) outs(%[[Z1]] : tensor<4x8xf32>)
+// CHECK-NEXT:    %[[E2:.*]] = tensor.empty() : tensor<4x8xf32>
+// CHECK-NEXT:    %[[Z2:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E2]]
+// CHECK-NEXT:    linalg.matmul ins(%arg0, %arg2 : {{.*}}) outs(%[[Z2]] : tensor<4x8xf32>)
+// CHECK:         linalg.generic {{.*}} ins(%[[Z0]] : tensor<4x8xf32>)
+func.func @shared_zero_fill(%a: tensor<4x16xf32>, %b: tensor<16x8xf32>, %c: tensor<16x8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %p = linalg.matmul ins(%a, %b : tensor<4x16xf32>, tensor<16x8xf32>) outs(%z : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %q = linalg.matmul ins(%a, %c : tensor<4x16xf32>, tensor<16x8xf32>) outs(%z : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %e2 = tensor.empty() : tensor<4x8xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      ins(%z : tensor<4x8xf32>) outs(%e2 : tensor<4x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  } -> tensor<4x8xf32>
+  return %p, %q, %r : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
