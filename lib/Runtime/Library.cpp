@@ -99,10 +99,12 @@ void gemmImpl(Mat<T> a, Mat<T> b, Mat<T> c, bool overwrite) {
   if (k == 0 || m * n * k < kSmallGemm) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
-        T acc = overwrite ? T(0) : c.at(i, j);
+        // As BLAS: the product first, then added to C (beta = 1), the
+        // order eager's addmm has (its output starts as the bias).
+        T acc = T(0);
         for (int64_t l = 0; l < k; ++l)
           acc += a.at(i, l) * b.at(l, j);
-        c.at(i, j) = acc;
+        c.at(i, j) = overwrite ? acc : c.at(i, j) + acc;
       }
     return;
   }

@@ -1,7 +1,9 @@
 //===- Linear.cpp - Matrix products ---------------------------------------===//
 //
 // mm, bmm and addmm lower to the named linalg.matmul / batch_matmul on a
-// zero-filled init; addmm adds the broadcast bias with beta/alpha scaling.
+// zero-filled init; addmm adds the broadcast bias with beta/alpha scaling,
+// except the plain f32/f64 addmm (beta = alpha = 1, a linear layer), whose
+// product accumulates into the broadcast bias as ATen's does.
 // f16 and bf16 products accumulate in f32, as ATen's CPU kernels and
 // cuBLAS do, and round once at the end (addmm after adding the bias): an
 // f16/bf16 accumulator loses most of a long dot product's precision.
@@ -15,9 +17,9 @@ using namespace terra::lowering;
 
 namespace {
 
-/// A zero-filled init tensor of `type` with dims taken from `lhs`/`rhs`.
-Value zeroInit(OpBuilder &b, Location loc, RankedTensorType type, Value lhs,
-               Value rhs) {
+/// An empty init tensor of `type` with dims taken from `lhs`/`rhs`.
+Value emptyInit(OpBuilder &b, Location loc, RankedTensorType type, Value lhs,
+                Value rhs) {
   int64_t rank = type.getRank();
   SmallVector<Value> dyn;
   for (int64_t d = 0; d < rank; ++d) {
@@ -30,9 +32,41 @@ Value zeroInit(OpBuilder &b, Location loc, RankedTensorType type, Value lhs,
     else
       dyn.push_back(tensor::DimOp::create(b, loc, lhs, d));
   }
-  Value init = tensor::EmptyOp::create(b, loc, type, dyn);
+  return tensor::EmptyOp::create(b, loc, type, dyn);
+}
+
+/// A zero-filled init tensor of `type` with dims taken from `lhs`/`rhs`.
+Value zeroInit(OpBuilder &b, Location loc, RankedTensorType type, Value lhs,
+               Value rhs) {
   Value zero = scalarConstant(b, loc, type.getElementType(), 0.0);
-  return linalg::FillOp::create(b, loc, zero, init).getResult(0);
+  return linalg::FillOp::create(b, loc, zero, emptyInit(b, loc, type, lhs, rhs))
+      .getResult(0);
+}
+
+/// `src` broadcast (numpy rules, trailing dims aligned) into `init`, which
+/// has its own sizes.
+Value broadcastInto(OpBuilder &b, Location loc, Value src, Value init) {
+  auto st = cast<RankedTensorType>(src.getType());
+  auto ot = cast<RankedTensorType>(init.getType());
+  int64_t rank = ot.getRank();
+  MLIRContext *ctx = b.getContext();
+  SmallVector<AffineExpr> exprs;
+  for (int64_t k = 0; k < st.getRank(); ++k) {
+    int64_t d = rank - st.getRank() + k;
+    exprs.push_back(st.getDimSize(k) == 1 && ot.getDimSize(d) != 1
+                        ? getAffineConstantExpr(0, ctx)
+                        : getAffineDimExpr(d, ctx));
+  }
+  SmallVector<AffineMap> maps = {AffineMap::get(rank, 0, exprs, ctx),
+                                 b.getMultiDimIdentityMap(rank)};
+  SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{ot}, ValueRange{src}, ValueRange{init}, maps,
+             iters,
+             [](OpBuilder &nb, Location nloc, ValueRange args) {
+               linalg::YieldOp::create(nb, nloc, args[0]);
+             })
+      .getResult(0);
 }
 
 /// Guards that the contraction dims agree when types cannot prove it.
@@ -97,6 +131,20 @@ LogicalResult lowerAddmm(DLOp op, ValueRange o, PatternRewriter &rw) {
   double beta = getFloatArg(op, "beta").value_or(1.0);
   double alpha = getFloatArg(op, "alpha").value_or(1.0);
   guardContraction(rw, loc, o[1], 1, o[2], 0);
+  auto biasType = dyn_cast<RankedTensorType>(o[0].getType());
+  if (beta == 1.0 && alpha == 1.0 && et == type.getElementType() && biasType &&
+      biasType.getElementType() == et && biasType.getRank() <= 2) {
+    // ATen's order: the output starts as the broadcast bias and the GEMM
+    // accumulates into it (BLAS beta = 1), so a product whose K loop BLAS
+    // blocks adds each block's partial sums to the bias-initialized output,
+    // as eager does, and the result is bit for bit eager's.
+    Value init = emptyInit(rw, loc, accType, o[1], o[2]);
+    rw.replaceOp(op, linalg::MatmulOp::create(
+                         rw, loc, accType, ValueRange{o[1], o[2]},
+                         ValueRange{broadcastInto(rw, loc, o[0], init)})
+                         .getResult(0));
+    return success();
+  }
   Value init = zeroInit(rw, loc, accType, o[1], o[2]);
   Value prod = linalg::MatmulOp::create(
                    rw, loc, accType, ValueRange{o[1], o[2]}, ValueRange{init})

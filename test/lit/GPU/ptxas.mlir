@@ -1,8 +1,9 @@
 // Every kernel the GPU pipeline generates for a softmax, a reduction over
 // the outer dim, a full reduction (both split across threads when their
 // run-time size is large: two kernels more each) and a linear layer (its
-// matmul goes to cuBLAS, reading the row-major feeds in place; its bias
-// add and relu are kernels) and an embedding (its per-element index check
+// matmul goes to cuBLAS, reading the row-major feeds in place and
+// accumulating into its output initialized with the broadcast bias; the
+// bias broadcast and the relu are kernels) and an embedding (its per-element index check
 // writes the run's check flag: no host call in a kernel, which ptxas
 // rejects as an unresolved extern function) is valid PTX for the CUDA 13
 // assembler, for sm_90 and sm_80, as one module.
@@ -29,7 +30,7 @@
 // PTX: // gpu.binary @terra_kernels
 // PTX: .target sm_90
 // PTX: .visible .entry step_kernel(
-// PTX: .visible .entry step_kernel_13(
+// PTX: .visible .entry step_kernel_14(
 // PTX-NOT: .entry
 // BIN: gpu.binary @terra_kernels  [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80"{{.*}} bin = "
 // NOPTX: holds a binary object, not PTX

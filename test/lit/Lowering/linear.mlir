@@ -1,5 +1,7 @@
-// Matrix products lower to named linalg ops on zero-filled inits; addmm adds
-// the broadcast bias; dynamic contraction dims get a runtime guard.
+// Matrix products lower to named linalg ops on zero-filled inits; a plain
+// addmm (a linear layer) accumulates into the broadcast bias, as ATen does,
+// and a scaled one adds the scaled bias after the product; dynamic
+// contraction dims get a runtime guard.
 // RUN: terra-opt %s -split-input-file -terra-convert-to-linalg | FileCheck %s
 
 // CHECK-LABEL: terra.graph @mm
@@ -19,15 +21,36 @@ terra.graph @mm {
 // CHECK:         %[[K2:.*]] = tensor.dim %{{.*}}, %c0 : tensor<?x3xf32>
 // CHECK:         %[[EQ:.*]] = arith.cmpi eq, %[[K1]], %[[K2]]
 // CHECK:         cf.assert %[[EQ]], "mismatched contraction dimensions"
-// CHECK:         linalg.matmul
-// CHECK:         linalg.generic
-// CHECK:           arith.addf
+// CHECK:         %[[INIT:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<3xf32>) outs(%{{.*}} : tensor<?x3xf32>)
+// CHECK-NEXT:    ^bb0(%[[IN:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT:      linalg.yield %[[IN]] : f32
+// CHECK:         %[[R:.*]] = linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<?x?xf32>, tensor<?x3xf32>) outs(%[[INIT]] : tensor<?x3xf32>)
+// CHECK-NOT:     linalg.generic
+// CHECK:         terra.fetch 0 %[[R]]
 terra.graph @addmm_dynamic {
   %bias = terra.feed 1 : tensor<3xf32>
   %a = terra.feed 2 : tensor<?x?xf32>
   %b = terra.feed 3 : tensor<?x3xf32>
   %r = terra.op "aten.addmm"(%bias, %a, %b) : (tensor<3xf32>, tensor<?x?xf32>, tensor<?x3xf32>) -> tensor<?x3xf32>
   terra.fetch 0 %r : tensor<?x3xf32>
+}
+
+// -----
+
+// beta/alpha scaling: the product on a zero fill, then one elementwise op.
+// CHECK-LABEL: terra.graph @addmm_scaled
+// CHECK:         %[[Z:.*]] = linalg.fill
+// CHECK:         %[[P:.*]] = linalg.matmul {{.*}} outs(%[[Z]] : tensor<4x3xf32>)
+// CHECK:         linalg.generic {{.*}} ins(%{{.*}}, %[[P]] : tensor<3xf32>, tensor<4x3xf32>)
+// CHECK:           arith.mulf
+// CHECK:           arith.mulf
+// CHECK:           arith.addf
+terra.graph @addmm_scaled {
+  %bias = terra.feed 1 : tensor<3xf32>
+  %a = terra.feed 2 : tensor<4x5xf32>
+  %b = terra.feed 3 : tensor<5x3xf32>
+  %r = terra.op "aten.addmm"(%bias, %a, %b) args {beta = 0.5 : f64, alpha = 2.0 : f64} : (tensor<3xf32>, tensor<4x5xf32>, tensor<5x3xf32>) -> tensor<4x3xf32>
+  terra.fetch 0 %r : tensor<4x3xf32>
 }
 
 // -----
