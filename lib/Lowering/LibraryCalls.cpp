@@ -21,6 +21,7 @@
 // provably contiguous are copied first (see the pass description).
 //
 //===----------------------------------------------------------------------===//
+#include "BufferWrites.h"
 #include "RuntimeNames.h"
 
 #include "terra/Passes.h"
@@ -128,7 +129,11 @@ public:
     args.push_back(arith::ConstantOp::create(
         rw, loc, rw.getI64IntegerAttr(fill ? 1 : 0)));
     func::FuncOp f = declare(name, ValueRange(args).getTypes());
-    func::CallOp::create(rw, loc, f, args);
+    auto call = func::CallOp::create(rw, loc, f, args);
+    // The call writes only its output (terra-protect-fetches and the
+    // transposed-operand check read this, as for convolutions).
+    auto outAt = llvm::find(memrefs, out) - memrefs.begin();
+    call->setAttr("terra.writes", rw.getDenseI64ArrayAttr({int64_t(outAt)}));
     rw.eraseOp(op);
     if (fill)
       rw.eraseOp(fill);
@@ -176,90 +181,42 @@ Value contiguousCopy(RewriterBase &rw, Location loc, Value v) {
   return copy;
 }
 
-/// The buffer `v` views: through casts, subviews, transposes and reshapes
-/// (ViewLikeOpInterface) to the value that owns the memory.
-Value bufferRoot(Value v) {
-  while (auto view = v.getDefiningOp<ViewLikeOpInterface>()) {
-    if (view.getViewDest() != v)
-      break;
-    v = view.getViewSource();
-  }
-  return v;
+/// The buffer roots of every memref value of `module` (BufferRoots).
+BufferRoots solvedRoots(ModuleOp module) {
+  BufferRoots roots;
+  module.walk([&](Operation *op) { roots.add(op); });
+  roots.solve();
+  return roots;
 }
 
-/// Whether buffers rooted at `a` and `b` may share memory: a fresh
-/// `memref.alloc` shares it with nothing else; two other roots (state,
-/// feeds, arguments, runtime results) are assumed to.
-bool rootsMayAlias(Value a, Value b) {
-  if (a == b)
+/// Whether `op` may write memory that `src` may point into: what it writes
+/// (writtenBy: effects, a library call's `terra.writes`, nothing for the
+/// runtime's entry points that only read or return fresh buffers), and for
+/// a loop or branch what its nested ops write.
+bool mayWrite(Operation *op, Value src, BufferRoots &roots) {
+  std::optional<SmallVector<Value>> written = writtenBy(op);
+  if (!written)
     return true;
-  return !a.getDefiningOp<memref::AllocOp>() &&
-         !b.getDefiningOp<memref::AllocOp>();
-}
-
-/// Whether `op` may write (or free) memory of the buffer rooted at `root`.
-/// Runtime entry points that only read buffers or return fresh ones (feeds,
-/// state, fetches, checks, case and loop receives, host copies) do not; a
-/// host callback may write anything; a GEMM call writes its output, another
-/// call all its memref operands; other ops say what they write through their
-/// memory effects, and an op with regions and no effects of its own is as its
-/// body.
-bool mayWrite(Operation *op, Value root) {
-  if (auto call = dyn_cast<func::CallOp>(op)) {
-    StringRef callee = call.getCallee();
-    if (callee.starts_with(kRuntimeHostCall))
-      return true;
-    for (StringRef readOnly :
-         {kRuntimeFeed, kRuntimeState, kRuntimeFetch, kRuntimeCheck,
-          kRuntimeCase, kRuntimeLoop, kRuntimeHostArg, kRuntimeHostResult,
-          kRuntimeToHost})
-      if (callee.starts_with(readOnly))
-        return false;
-    SmallVector<Value> memrefs;
-    for (Value v : call.getOperands())
-      if (isa<BaseMemRefType>(v.getType()))
-        memrefs.push_back(v);
-    // The GEMM calls this pass makes write only their output, the last
-    // memref operand.
-    ArrayRef<Value> written = memrefs;
-    if (!memrefs.empty() && (callee.starts_with("terra_lib_matmul_") ||
-                             callee.starts_with("terra_lib_batch_matmul_") ||
-                             callee.starts_with("terra_cuda_matmul_") ||
-                             callee.starts_with("terra_cuda_batch_matmul_")))
-      written = written.take_back();
-    return llvm::any_of(
-        written, [&](Value v) { return rootsMayAlias(bufferRoot(v), root); });
-  }
-  auto effects = dyn_cast<MemoryEffectOpInterface>(op);
-  if (!effects) {
-    if (op->getNumRegions() == 0 ||
-        !op->hasTrait<OpTrait::HasRecursiveMemoryEffects>())
-      return !isMemoryEffectFree(op);
-    WalkResult r = op->walk([&](Operation *inner) {
-      if (inner != op && mayWrite(inner, root))
-        return WalkResult::interrupt();
-      return WalkResult::advance();
-    });
-    return r.wasInterrupted();
-  }
-  SmallVector<MemoryEffects::EffectInstance> list;
-  effects.getEffects(list);
-  for (const MemoryEffects::EffectInstance &e : list) {
-    if (!isa<MemoryEffects::Write, MemoryEffects::Free>(e.getEffect()))
-      continue;
-    Value v = e.getValue();
-    if (!v || rootsMayAlias(bufferRoot(v), root))
+  for (Value v : *written) {
+    // A view this pass made (the casts of an earlier GEMM call's operands)
+    // is not in the solved roots: its source is.
+    while (!roots.roots.count(v))
+      if (auto view = v.getDefiningOp<ViewLikeOpInterface>())
+        v = view.getViewSource();
+      else
+        break;
+    if (rootsMayAlias(roots, v, src))
       return true;
   }
-  if (op->hasTrait<OpTrait::HasRecursiveMemoryEffects>()) {
-    WalkResult r = op->walk([&](Operation *inner) {
-      if (inner != op && mayWrite(inner, root))
-        return WalkResult::interrupt();
-      return WalkResult::advance();
-    });
-    return r.wasInterrupted();
-  }
-  return false;
+  if (op->getNumRegions() == 0 ||
+      !op->hasTrait<OpTrait::HasRecursiveMemoryEffects>())
+    return false;
+  WalkResult r = op->walk([&](Operation *inner) {
+    if (inner != op && mayWrite(inner, src, roots))
+      return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  return r.wasInterrupted();
 }
 
 /// For a GEMM operand `v` that a transpose kernel fills only for this GEMM
@@ -273,7 +230,7 @@ bool mayWrite(Operation *op, Value root) {
 /// graph, far from its GEMM: what lies between is checked for writes to
 /// %src's buffer, not required to be pure.)
 Value transposedView(RewriterBase &rw, Location loc, Value v, Operation *gemm,
-                     SmallVectorImpl<Operation *> &dead) {
+                     SmallVectorImpl<Operation *> &dead, BufferRoots &roots) {
   auto alloc = v.getDefiningOp<memref::AllocOp>();
   if (!alloc || !hasIdentityLayout(v) ||
       llvm::count(gemm->getOperands(), v) != 1)
@@ -300,10 +257,9 @@ Value transposedView(RewriterBase &rw, Location loc, Value v, Operation *gemm,
   Value src = transpose.getInput();
   if (!hasIdentityLayout(src))
     return {};
-  Value root = bufferRoot(src);
   for (Operation *op = transpose->getNextNode(); op != gemm;
        op = op->getNextNode())
-    if (mayWrite(op, root))
+    if (mayWrite(op, src, roots))
       return {};
   SmallVector<unsigned> dims(perm.begin(), perm.end());
   auto map = AffineMap::getPermutationMap(dims, rw.getContext());
@@ -335,13 +291,15 @@ struct TerraLibraryCallsPass
       if (op.hasPureBufferSemantics())
         candidates.push_back(op);
     });
+    BufferRoots roots = solvedRoots(module);
+    // Erased at the end: the roots map holds their values.
+    SmallVector<Operation *> dead;
     for (Operation *op : candidates) {
       std::string suffix;
-      SmallVector<Operation *> dead;
       // BLAS reads a transposed operand in place (its transpose flag): a
       // transpose made only for the GEMM becomes a view, as for cuBLAS.
       auto prepare = [&](RewriterBase &rw, Location loc, Value v) {
-        if (Value view = transposedView(rw, loc, v, op, dead))
+        if (Value view = transposedView(rw, loc, v, op, dead, roots))
           return view;
         return v;
       };
@@ -359,9 +317,10 @@ struct TerraLibraryCallsPass
                         op->getOperands(), bmm.getOutputs()[0], prepare);
         ++numGemm;
       }
-      for (Operation *d : dead)
-        rw.eraseOp(d);
     }
+    // The transposes read by the calls as views, then their buffers.
+    for (Operation *d : dead)
+      rw.eraseOp(d);
   }
 
   /// cuBLAS for the matrix products; convolutions stay generated code.
@@ -375,6 +334,8 @@ struct TerraLibraryCallsPass
           isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op))
         candidates.push_back(op);
     });
+    BufferRoots roots = solvedRoots(module);
+    SmallVector<Operation *> dead;
     for (linalg::LinalgOp op : candidates) {
       std::string suffix;
       Value out = op.getDpsInits()[0];
@@ -386,20 +347,19 @@ struct TerraLibraryCallsPass
           !libraryOperands(op->getOperands(), suffix))
         continue;
       StringRef kind = isa<linalg::MatmulOp>(op) ? "matmul" : "batch_matmul";
-      SmallVector<Operation *> dead;
       Operation *gemm = op;
       auto prepare = [&](RewriterBase &rw, Location loc, Value v) {
-        if (Value view = transposedView(rw, loc, v, gemm, dead))
+        if (Value view = transposedView(rw, loc, v, gemm, dead, roots))
           return view;
         return contiguousCopy(rw, loc, v);
       };
       builder.replace(rw, op, ("terra_cuda_" + kind + "_" + suffix).str(),
                       op->getOperands(), out, prepare);
-      // The transposes read by the call as views, then their buffers.
-      for (Operation *d : dead)
-        rw.eraseOp(d);
       ++numGemm;
     }
+    // The transposes read by the calls as views, then their buffers.
+    for (Operation *d : dead)
+      rw.eraseOp(d);
   }
 };
 

@@ -35,7 +35,7 @@ func.func @mm_accumulate(%a: memref<5x7xf64, strided<[1, 5]>>, %b: memref<7x3xf6
 // A non-zero fill is not folded.
 // CHECK-LABEL: func.func @mm_fill_one
 // CHECK:         linalg.fill
-// CHECK:         call @terra_lib_batch_matmul_f32({{.*}}) : (memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, i64) -> ()
+// CHECK:         call @terra_lib_batch_matmul_f32({{.*}}) {terra.writes = array<i64: 2>} : (memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, i64) -> ()
 func.func @mm_fill_one(%a: memref<2x5x7xf32>, %b: memref<2x7x3xf32>, %c: memref<2x5x3xf32>) {
   %one = arith.constant 1.0 : f32
   linalg.fill ins(%one : f32) outs(%c : memref<2x5x3xf32>)
@@ -123,10 +123,12 @@ func.func @cpu_transpose_kept(%x: memref<8x32xf32>, %w: memref<64x32xf32>, %y: m
 // -----
 
 // terra-hoist-above-receives moves a weight's transpose to the top of the
-// graph, before the feed its GEMM waits for: feeds, checks, fresh buffers
-// and other GEMMs that write only fresh buffers lie between, none of which
-// write the weight, so the transpose still becomes a view. A host callback
-// in between may write anything: that transpose stays a kernel.
+// graph, before the feed its GEMM waits for: feeds, checks, fresh
+// buffers, host callbacks (their results are fresh buffers) and other GEMMs
+// that write only fresh buffers (their `terra.writes`) lie between, none of
+// which write the weight, so the transpose still becomes a view. A call
+// that may write the weight (an unknown function taking it) keeps the
+// other transpose a kernel.
 // CHECK-LABEL: func.func @hoisted_weight_transpose
 // CHECK:         linalg.transpose ins(%[[W2:.*]] : memref<16x16xf32>)
 // CHECK-NOT:     linalg.transpose
@@ -134,8 +136,10 @@ func.func @cpu_transpose_kept(%x: memref<8x32xf32>, %w: memref<64x32xf32>, %y: m
 // CHECK:         %[[C1:.*]] = memref.cast %[[W1T]]
 // CHECK:         call @terra_lib_matmul_f32(%{{.*}}, %[[C1]],
 // CHECK:         call @terra_rt_host_call(
+// CHECK:         call @opaque(
 // CHECK:         call @terra_lib_matmul_f32(
 func.func private @terra_rt_state_f32(i64) -> memref<*xf32>
+func.func private @opaque(memref<*xf32>)
 func.func private @terra_rt_feed_contiguous_f32(i64, i64) -> memref<*xf32>
 func.func private @terra_rt_check(i1, i64)
 func.func private @terra_rt_host_call(i64)
@@ -160,8 +164,39 @@ func.func @hoisted_weight_transpose() -> (memref<4x16xf32>, memref<4x16xf32>) {
   linalg.fill ins(%zero : f32) outs(%h : memref<4x16xf32>)
   linalg.matmul ins(%x, %w1t : memref<4x8xf32>, memref<8x16xf32>) outs(%h : memref<4x16xf32>)
   call @terra_rt_host_call(%c2) : (i64) -> ()
+  call @opaque(%s2) : (memref<*xf32>) -> ()
   %y = memref.alloc() : memref<4x16xf32>
   linalg.fill ins(%zero : f32) outs(%y : memref<4x16xf32>)
   linalg.matmul ins(%h, %w2t : memref<4x16xf32>, memref<16x16xf32>) outs(%y : memref<4x16xf32>)
   return %h, %y : memref<4x16xf32>, memref<4x16xf32>
+}
+
+// -----
+
+// A loop between the transpose and its GEMM writes only through its
+// loop-carried buffer, which is rooted at a fresh allocation (the buffer
+// roots terra-protect-fetches solves): the transpose still becomes a view.
+// CHECK-LABEL: func.func @loop_between
+// CHECK-NOT:     linalg.transpose
+// CHECK:         scf.for
+// CHECK:         memref.transpose
+// CHECK:         call @terra_lib_matmul_f32(
+func.func private @terra_rt_state_f32(i64) -> memref<*xf32>
+func.func @loop_between(%x: memref<4x8xf32>, %y: memref<4x16xf32>) -> memref<16xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %i0 = arith.constant 0 : i64
+  %one = arith.constant 1.0 : f32
+  %s = call @terra_rt_state_f32(%i0) : (i64) -> memref<*xf32>
+  %w = memref.cast %s : memref<*xf32> to memref<16x8xf32>
+  %wt = memref.alloc() : memref<8x16xf32>
+  linalg.transpose ins(%w : memref<16x8xf32>) outs(%wt : memref<8x16xf32>) permutation = [1, 0]
+  %init = memref.alloc() : memref<16xf32>
+  %r = scf.for %i = %c0 to %c16 step %c1 iter_args(%acc = %init) -> (memref<16xf32>) {
+    memref.store %one, %acc[%i] : memref<16xf32>
+    scf.yield %acc : memref<16xf32>
+  }
+  linalg.matmul ins(%x, %wt : memref<4x8xf32>, memref<8x16xf32>) outs(%y : memref<4x16xf32>)
+  return %r : memref<16xf32>
 }
