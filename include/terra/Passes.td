@@ -131,7 +131,12 @@ def TerraLibraryCalls : Pass<"terra-library-calls", "mlir::ModuleOp"> {
     row-major buffer made only for the GEMM (a linear layer's `aten.t` of
     its weight, and of its activations and gradients in backward) becomes
     a `memref.transpose` view that BLAS reads with its transpose flag; the
-    transpose kernel and its buffer go away. The runtime keeps a
+    transpose kernel and its buffer go away. That needs nothing between the
+    transpose and the GEMM that may write the source (the buffer roots and
+    per-op writes of lib/Lowering/BufferWrites.h, shared with
+    terra-protect-fetches); a weight's transpose hoisted to the top of the
+    graph has feeds, checks and other GEMMs in between. Each call carries
+    `terra.writes` naming the operand it writes. The runtime keeps a
     direct loop for products too small for a BLAS call to pay
     (docs/passes.md states the rule). Ops with other element types, maps or
     non-strided layouts stay linalg and become loops.
