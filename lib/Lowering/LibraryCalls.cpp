@@ -261,6 +261,10 @@ Value transposedView(RewriterBase &rw, Location loc, Value v, Operation *gemm,
        op = op->getNextNode())
     if (mayWrite(op, src, roots))
       return {};
+  // Nor may the GEMM write what it would read through the view.
+  for (Value out : cast<DestinationStyleOpInterface>(gemm).getDpsInits())
+    if (rootsMayAlias(roots, out, src))
+      return {};
   SmallVector<unsigned> dims(perm.begin(), perm.end());
   auto map = AffineMap::getPermutationMap(dims, rw.getContext());
   Value view =

@@ -97,11 +97,12 @@ func.func @transposed_operand(%x: memref<?x16xf32>, %dy: memref<?x8xf32>) -> mem
 // CHECK-NOT:     linalg.transpose
 // CHECK:         memref.transpose %{{.*}} (d0, d1, d2) -> (d0, d2, d1)
 // CHECK:         call @terra_cuda_batch_matmul_f32(
-func.func @batch_transposed_operand(%q: memref<4x32x16xf32>, %k: memref<4x32x16xf32>, %s: memref<4x32x32xf32>) {
+func.func @batch_transposed_operand(%q: memref<4x32x16xf32>, %k: memref<4x32x16xf32>) -> memref<4x32x32xf32> {
   %kt = memref.alloc() : memref<4x16x32xf32>
   linalg.transpose ins(%k : memref<4x32x16xf32>) outs(%kt : memref<4x16x32xf32>) permutation = [0, 2, 1]
+  %s = memref.alloc() : memref<4x32x32xf32>
   linalg.batch_matmul ins(%q, %kt : memref<4x32x16xf32>, memref<4x16x32xf32>) outs(%s : memref<4x32x32xf32>)
-  return
+  return %s : memref<4x32x32xf32>
 }
 
 // -----

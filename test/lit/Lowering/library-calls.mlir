@@ -176,13 +176,15 @@ func.func @hoisted_weight_transpose() -> (memref<4x16xf32>, memref<4x16xf32>) {
 // A loop between the transpose and its GEMM writes only through its
 // loop-carried buffer, which is rooted at a fresh allocation (the buffer
 // roots terra-protect-fetches solves): the transpose still becomes a view.
+// (The GEMM's output is a fresh buffer too: one that may alias the source,
+// a function argument here, would keep the transpose.)
 // CHECK-LABEL: func.func @loop_between
 // CHECK-NOT:     linalg.transpose
 // CHECK:         scf.for
 // CHECK:         memref.transpose
 // CHECK:         call @terra_lib_matmul_f32(
 func.func private @terra_rt_state_f32(i64) -> memref<*xf32>
-func.func @loop_between(%x: memref<4x8xf32>, %y: memref<4x16xf32>) -> memref<16xf32> {
+func.func @loop_between(%x: memref<4x8xf32>) -> (memref<16xf32>, memref<4x16xf32>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c16 = arith.constant 16 : index
@@ -197,6 +199,21 @@ func.func @loop_between(%x: memref<4x8xf32>, %y: memref<4x16xf32>) -> memref<16x
     memref.store %one, %acc[%i] : memref<16xf32>
     scf.yield %acc : memref<16xf32>
   }
+  %y = memref.alloc() : memref<4x16xf32>
   linalg.matmul ins(%x, %wt : memref<4x8xf32>, memref<8x16xf32>) outs(%y : memref<4x16xf32>)
-  return %r : memref<16xf32>
+  return %r, %y : memref<16xf32>, memref<4x16xf32>
+}
+
+// -----
+
+// A GEMM whose output may be the transposed source's memory (both function
+// arguments here) keeps its transpose: BLAS would read what it writes.
+// CHECK-LABEL: func.func @output_may_alias_source
+// CHECK:         linalg.transpose
+// CHECK-NOT:     memref.transpose
+func.func @output_may_alias_source(%x: memref<16x16xf32>, %w: memref<16x16xf32>) {
+  %wt = memref.alloc() : memref<16x16xf32>
+  linalg.transpose ins(%w : memref<16x16xf32>) outs(%wt : memref<16x16xf32>) permutation = [1, 0]
+  linalg.matmul ins(%x, %wt : memref<16x16xf32>, memref<16x16xf32>) outs(%w : memref<16x16xf32>)
+  return
 }
