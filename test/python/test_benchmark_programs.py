@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 import types
@@ -262,6 +263,21 @@ def test_harness_runs_as_a_script(tmp_path: Path) -> None:
     assert "done" in proc.stderr  # the progress bar finished
     if not _terra_importable():
         assert f"mode terra: unavailable: {bench_modes.probe('terra').reason}" in proc.stderr
+
+
+@pytest.mark.skipif(not _terra_importable(), reason="the terra package is not built")
+def test_mlp_sizes_runs_as_a_script() -> None:
+    """benchmarks/mlp_sizes.py co-executes the main job's step at its three
+    sizes and reports each (a smoke test: the ratios are measurements)."""
+    cmd = [sys.executable, "benchmarks/mlp_sizes.py", "--blocks", "1", "--block", "3"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == ["tiny", "medium", "wide"], proc.stdout
+    for line in lines:
+        assert "x eager" in line and line.endswith("0 fallbacks"), line
+        done, _, total = re.search(r"(\d+) of (\d+) timed steps co-executed", line).group(1, 0, 2)
+        assert int(done) == int(total) > 0, line
 
 
 def test_terra_reported_unavailable_when_import_fails(monkeypatch: pytest.MonkeyPatch) -> None:
