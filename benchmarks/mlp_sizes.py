@@ -21,32 +21,15 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT / "examples"))
 import terra  # noqa: E402
+from train import build  # noqa: E402  (the main job's model and step)
 
 # (name, batch, input width, hidden width)
 SIZES = [("tiny (main job)", 64, 32, 128), ("medium", 256, 128, 512), ("wide", 128, 256, 1024)]
-
-
-def build(d: int, h: int):
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(d, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(), nn.Linear(h, 10))
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    counter = {"step": 0}
-
-    def train_step(x, y):
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        counter["step"] += 1
-        if counter["step"] % 10 == 0:
-            print(f"step {counter['step']} loss {loss.item():.4f}")
-        return loss
-    return train_step
 
 
 def batches(n: int, d: int, b: int) -> list:
@@ -71,7 +54,7 @@ def main() -> int:
     quiet = builtins.print
     for name, b, d, h in SIZES:
         data = batches(b * args.block, d, b)
-        eager, fn = build(d, h), terra.function(build(d, h))
+        eager, fn = build(d, h)[1], terra.function(build(d, h)[1])
         builtins.print = lambda *a, **k: None  # the steps' own logging
         try:
             for _ in range(3):  # trace, compile, co-execute

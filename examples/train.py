@@ -26,9 +26,12 @@ EPOCHS = 3
 BATCH = 64
 
 
-def build():
+def build(width_in: int = 32, hidden: int = 128):
+    """The model and its training step (benchmarks/mlp_sizes.py builds it
+    wider)."""
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(32, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10))
+    model = nn.Sequential(nn.Linear(width_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
+                          nn.Linear(hidden, 10))
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     counter = {"step": 0}
 

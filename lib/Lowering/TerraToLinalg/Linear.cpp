@@ -46,19 +46,11 @@ Value zeroInit(OpBuilder &b, Location loc, RankedTensorType type, Value lhs,
 /// `src` broadcast (numpy rules, trailing dims aligned) into `init`, which
 /// has its own sizes.
 Value broadcastInto(OpBuilder &b, Location loc, Value src, Value init) {
-  auto st = cast<RankedTensorType>(src.getType());
   auto ot = cast<RankedTensorType>(init.getType());
   int64_t rank = ot.getRank();
-  MLIRContext *ctx = b.getContext();
-  SmallVector<AffineExpr> exprs;
-  for (int64_t k = 0; k < st.getRank(); ++k) {
-    int64_t d = rank - st.getRank() + k;
-    exprs.push_back(st.getDimSize(k) == 1 && ot.getDimSize(d) != 1
-                        ? getAffineConstantExpr(0, ctx)
-                        : getAffineDimExpr(d, ctx));
-  }
-  SmallVector<AffineMap> maps = {AffineMap::get(rank, 0, exprs, ctx),
-                                 b.getMultiDimIdentityMap(rank)};
+  SmallVector<AffineMap> maps = {
+      broadcastMap(cast<RankedTensorType>(src.getType()), ot),
+      b.getMultiDimIdentityMap(rank)};
   SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
   return linalg::GenericOp::create(
              b, loc, TypeRange{ot}, ValueRange{src}, ValueRange{init}, maps,

@@ -209,6 +209,20 @@ Value emptyWithSizes(OpBuilder &b, Location loc, RankedTensorType type,
   return tensor::EmptyOp::create(b, loc, type, dynSizes);
 }
 
+AffineMap broadcastMap(RankedTensorType in, RankedTensorType out) {
+  MLIRContext *ctx = in.getContext();
+  int64_t rank = out.getRank();
+  SmallVector<AffineExpr> exprs;
+  for (int64_t id = 0; id < in.getRank(); ++id) {
+    int64_t d = id + (rank - in.getRank());
+    if (in.getDimSize(id) == 1 && out.getDimSize(d) != 1)
+      exprs.push_back(getAffineConstantExpr(0, ctx));
+    else
+      exprs.push_back(getAffineDimExpr(d, ctx));
+  }
+  return AffineMap::get(rank, 0, exprs, ctx);
+}
+
 Value buildElementwise(OpBuilder &b, Location loc, RankedTensorType type,
                        ValueRange inputs, const BodyFn &body,
                        Type computeType) {
@@ -241,15 +255,7 @@ Value buildElementwise(OpBuilder &b, Location loc, RankedTensorType type,
     auto t = dyn_cast<RankedTensorType>(in.getType());
     if (!t)
       continue;
-    SmallVector<AffineExpr> exprs;
-    for (int64_t id = 0; id < t.getRank(); ++id) {
-      int64_t d = id + (rank - t.getRank());
-      if (t.getDimSize(id) == 1 && type.getDimSize(d) != 1)
-        exprs.push_back(getAffineConstantExpr(0, ctx));
-      else
-        exprs.push_back(getAffineDimExpr(d, ctx));
-    }
-    maps.push_back(AffineMap::get(rank, 0, exprs, ctx));
+    maps.push_back(broadcastMap(t, type));
     tensorInputs.push_back(in);
   }
   maps.push_back(b.getMultiDimIdentityMap(rank));

@@ -112,6 +112,10 @@ llvm::SmallVector<mlir::OpFoldResult> getSizes(OpBuilder &b, Location loc,
 using BodyFn =
     std::function<Value(OpBuilder &b, Location loc, ValueRange args)>;
 
+/// The indexing map that reads a tensor of type `in` broadcast to `out`
+/// (numpy broadcasting, trailing dims aligned; a static size-1 dim reads
+/// index 0).
+mlir::AffineMap broadcastMap(RankedTensorType in, RankedTensorType out);
 /// A broadcasting elementwise op over `inputs` producing `type` (numpy
 /// broadcasting, trailing dims aligned). Scalar inputs (not tensors) are
 /// passed through to the body as they are. Body arguments are the input
