@@ -174,6 +174,7 @@ Session::compile(const CompileOptions &options, std::string &error,
     print(stages->graph);
 
   PassManager pm(ctx);
+  pm.addPass(createTerraMarkStateUpdates());
   pm.addPass(createTerraConvertToLinalg());
   if (failed(pm.run(*module))) {
     error = diags.take("conversion to linalg failed");

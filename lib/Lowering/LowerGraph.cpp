@@ -129,8 +129,8 @@ private:
   }
 
   /// Passes a tensor to a runtime call as an unranked memref.
-  void sendTensor(OpBuilder &b, Location loc, StringRef prefix,
-                  ValueRange leading, Value tensor) {
+  func::CallOp sendTensor(OpBuilder &b, Location loc, StringRef prefix,
+                          ValueRange leading, Value tensor) {
     auto type = cast<RankedTensorType>(tensor.getType());
     Type et = type.getElementType();
     auto ranked = MemRefType::get(type.getShape(), et);
@@ -143,7 +143,7 @@ private:
     SmallVector<Type> types(ValueRange(args).getTypes());
     func::FuncOp f =
         declare((prefix + "_" + runtimeDTypeSuffix(et)).str(), types, {}, true);
-    func::CallOp::create(b, loc, f, args);
+    return func::CallOp::create(b, loc, f, args);
   }
 
   ModuleOp module;
@@ -191,8 +191,20 @@ LogicalResult GraphLowering::run(GraphOp graph) {
                               "feed " + Twine(id), contiguousInputs);
       feed.replaceAllUsesWith(t);
     } else if (auto fetch = dyn_cast<FetchOp>(op)) {
-      sendTensor(b, loc, kRuntimeFetch, i64(b, loc, fetch.getId().value_or(0)),
-                 fetch.getValue());
+      func::CallOp call =
+          sendTensor(b, loc, kRuntimeFetch,
+                     i64(b, loc, fetch.getId().value_or(0)), fetch.getValue());
+      // The state whose memory eager leaves the value in
+      // (-terra-mark-state-updates), by its runtime index, for
+      // -terra-commit-in-place.
+      if (auto state =
+              fetch->getAttrOfType<StringAttr>("terra.updates_state")) {
+        auto [it, inserted] =
+            stateIndex.try_emplace(state.getValue(), stateNames.size());
+        if (inserted)
+          stateNames.push_back(state);
+        call->setAttr("terra.updates_state", b.getI64IntegerAttr(it->second));
+      }
     } else if (auto sel = dyn_cast<CaseSelectOp>(op)) {
       func::FuncOp f = declare(kRuntimeCase, {b.getI64Type(), b.getI64Type()},
                                b.getIndexType(), false);

@@ -87,6 +87,8 @@ void terra::buildCPULoweringPipeline(OpPassManager &pm) {
   addBufferizationPasses(pm);
   // GEMMs go to the runtime's BLAS-backed entry points.
   pm.addPass(createTerraLibraryCalls());
+  // A committed iteration's new state straight into the state's memory.
+  pm.addPass(createTerraCommitInPlace());
   // Branch results that are identity buffers in every case get that type
   // back, and the loops over them collapse like those collapsed on tensors
   // above.
@@ -164,6 +166,7 @@ void terra::registerTerraPipelines() {
       "terra-cpu-pipeline",
       "Lower terra.graph to the LLVM dialect for the CPU runtime",
       [](OpPassManager &pm) {
+        pm.addPass(createTerraMarkStateUpdates());
         pm.addPass(createTerraConvertToLinalg());
         buildCPUGraphPipeline(pm);
       });

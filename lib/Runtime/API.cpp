@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "RuntimeInternal.h"
 
+#include <cmath>
 #include <csetjmp>
 #include <cstdio>
 #include <cstdlib>
@@ -195,6 +196,42 @@ bool hostCopy(RunState *run, const Tensor &t, Tensor &out) {
   return true;
 }
 
+/// Whether `t`'s memory overlaps that of a state the graph writes in place
+/// (-terra-commit-in-place: the module's `terra.donated_states`), other
+/// than state `self`. Such an input is given to the graph as a copy, so no
+/// other buffer of the graph aliases a state it writes.
+bool overlapsDonated(RunState *run, const Tensor &t, int64_t self = -1) {
+  if (!run->donatedStates || run->donatedStates->empty() || !t.numel())
+    return false;
+  auto span = [](const Tensor &v) {
+    auto [lo, hi] = viewSpan(v);
+    size_t es = dtypeSize(v.dtype);
+    auto base = reinterpret_cast<uintptr_t>(v.data);
+    return std::pair<uintptr_t, uintptr_t>{base + lo * es,
+                                           base + (hi + 1) * es};
+  };
+  if (!run->donatedSpansBuilt) {
+    run->donatedSpansBuilt = true;
+    for (int64_t id : *run->donatedStates)
+      if (id >= 0 && size_t(id) < run->states.size() &&
+          run->states[id].numel()) {
+        auto [lo, hi] = span(run->states[id]);
+        run->donatedSpans.push_back({lo, hi, id});
+      }
+    std::sort(run->donatedSpans.begin(), run->donatedSpans.end());
+  }
+  auto [lo, hi] = span(t);
+  // Spans starting before `hi`; any of them that ends after `lo` overlaps
+  // (a few hundred at most: the scan stops at the first that does).
+  auto end =
+      std::lower_bound(run->donatedSpans.begin(), run->donatedSpans.end(),
+                       RunState::DonatedSpan{hi, 0, -1});
+  for (auto it = run->donatedSpans.begin(); it != end; ++it)
+    if (it->hi > lo && it->state != self)
+      return true;
+  return false;
+}
+
 /// Describes a feed or state tensor `t` to the graph: staged into the run's
 /// memory when the graph's kernels cannot reach host memory; otherwise,
 /// with `contiguous` (the `_contiguous` entry points, identity-layout
@@ -202,9 +239,15 @@ bool hostCopy(RunState *run, const Tensor &t, Tensor &out) {
 /// the run keeps alive. The graph never writes into these buffers (they are
 /// read-only tensors).
 bool describeInput(RunState *run, const Tensor &t, UnrankedMemRef *out,
-                   bool contiguous) {
+                   bool contiguous, int64_t state = -1) {
   if (run->memory.stageInputs)
     return stageInput(run, t, out);
+  if (!run->memory.inputsOnDevice && overlapsDonated(run, t, state)) {
+    Tensor copy = t.contiguousCopy();
+    describe(copy, out, true);
+    run->keepAlive.push_back(std::move(copy));
+    return true;
+  }
   if (contiguous && !t.isContiguous() && run->memory.inputsOnDevice) {
     // A device tensor (a transposed CUDA parameter, an expanded feed) the
     // host cannot read: made row-major through a host copy, then staged
@@ -250,7 +293,7 @@ bool stateImpl(RunState *run, int64_t id, DType dtype, UnrankedMemRef *out,
   const Tensor &t = run->states[id];
   if (!checkTensor(run, t, dtype, expectedRank, "state", id))
     return false;
-  return describeInput(run, t, out, contiguous);
+  return describeInput(run, t, out, contiguous, id);
 }
 
 /// FNV-1a over the elements of `t` in row-major order (any strides).
@@ -407,11 +450,32 @@ bool hostResultImpl(RunState *run, int64_t index, DType dtype,
   }
   if (run->memory.stageInputs || run->memory.inputsOnDevice)
     return stageInput(run, t, out);
-  if (!t.isContiguous())
+  if (!t.isContiguous() || overlapsDonated(run, t))
     t = t.contiguousCopy();
   describe(t, out);
   run->keepAlive.push_back(std::move(t));
   return true;
+}
+
+/// A fetch of a value the graph computed into state `state`'s memory
+/// (-terra-commit-in-place): published as a view of that memory, without
+/// a copy (the host holds the state tensor; Run.fetch copies a view
+/// without an owner, Run.fetch_into skips a copy onto itself). When the
+/// run did not write in place (terra_rt_await_commit returned false) the
+/// buffer is the run's own: an ordinary fetch.
+bool fetchStateImpl(RunState *run, int64_t id, int64_t state, DType dtype,
+                    const UnrankedMemRef *in) {
+  auto *d = static_cast<const RankedDescriptor *>(in->descriptor);
+  if (!run->memory.toHost && !run->memory.inputsOnDevice && state >= 0 &&
+      size_t(state) < run->states.size() &&
+      run->states[state].data == d->allocated &&
+      run->states[state].isContiguous()) {
+    if (!deviceOk(run))
+      return false;
+    run->channels.publishFetch(id, view(in, dtype));
+    return true;
+  }
+  return fetchImpl(run, id, dtype, in);
 }
 } // namespace
 
@@ -486,6 +550,11 @@ extern "C" {
     if (!fetchImpl(current, id, DTYPE, in))                                    \
       unwind(current);                                                         \
   }                                                                            \
+  void _mlir_ciface_terra_rt_fetch_state_##SUFFIX(int64_t id, int64_t state,   \
+                                                  UnrankedMemRef *in) {        \
+    if (!fetchStateImpl(current, id, state, DTYPE, in))                        \
+      unwind(current);                                                         \
+  }                                                                            \
   void _mlir_ciface_terra_rt_host_arg_##SUFFIX(UnrankedMemRef *in) {           \
     if (!hostArgImpl(current, DTYPE, in))                                      \
       unwind(current);                                                         \
@@ -535,6 +604,20 @@ bool terra_rt_loop(int64_t id) {
     unwind(current);
   }
   return next;
+}
+
+bool terra_rt_await_commit() {
+  // TERRA_COMMIT_IN_PLACE=0: never in place (the host copies the state, as
+  // without -terra-commit-in-place); read each run, for A/B measurements.
+  const char *env = std::getenv("TERRA_COMMIT_IN_PLACE");
+  if (env && std::strcmp(env, "0") == 0)
+    return false;
+  int decision = current->channels.awaitCommit();
+  if (decision < 0) {
+    current->status = RunState::Status::Cancelled;
+    unwind(current);
+  }
+  return decision > 0;
 }
 
 void terra_rt_host_call(int64_t id) {
@@ -607,6 +690,49 @@ void _mlir_memref_to_llvm_free(void *p) {
 // memref.copy between layouts (MemrefCopy.cpp).
 extern "C" void memrefCopy(int64_t, const int64_t *, const int64_t *);
 
+namespace {
+/// The bfloat16 bits of `x`, rounded to nearest even; NaN stays a (quiet)
+/// NaN.
+uint16_t toBF16Bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return uint16_t((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+/// A bfloat16 value as the x86-64 ABI returns one: in the low 16 bits of
+/// xmm0, like _Float16.
+_Float16 asBF16Return(uint16_t bits) {
+  _Float16 h;
+  std::memcpy(&h, &bits, sizeof h);
+  return h;
+}
+} // namespace
+
+// The compiler-rt / libgcc conversions LLVM calls for `arith.truncf` to
+// bf16 on CPUs without AVX512-BF16: Debian 12's libgcc (GCC 12) has none,
+// so a JIT-compiled bf16 graph failed to link on an AVX2-only machine.
+extern "C" _Float16 terra_truncsfbf2(float x) {
+  return asBF16Return(toBF16Bits(x));
+}
+extern "C" _Float16 terra_truncdfbf2(double x) {
+  // Through float would round twice; round the double to 8 significant bits
+  // directly via its float neighbours: truncating to float first is exact
+  // for ties only when the dropped bits are zero, so fall back to sticky
+  // rounding by nudging the float away from a tie.
+  float f = float(x);
+  if (double(f) != x && !std::isnan(x)) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    if ((u & 0xffffu) == 0x8000u) // a tie created by the first rounding
+      u += (double(f) < x) == (x > 0) ? 1 : -1;
+    std::memcpy(&f, &u, sizeof u);
+  }
+  return asBF16Return(toBF16Bits(f));
+}
+
 std::vector<std::pair<const char *, void *>>
 terra::rt::detail::runtimeSymbols() {
   std::vector<std::pair<const char *, void *>> syms;
@@ -617,6 +743,7 @@ terra::rt::detail::runtimeSymbols() {
   TERRA_RT_SYMBOL(_mlir_ciface_terra_rt_state_##SUFFIX)                        \
   TERRA_RT_SYMBOL(_mlir_ciface_terra_rt_state_contiguous_##SUFFIX)             \
   TERRA_RT_SYMBOL(_mlir_ciface_terra_rt_fetch_##SUFFIX)                        \
+  TERRA_RT_SYMBOL(_mlir_ciface_terra_rt_fetch_state_##SUFFIX)                  \
   TERRA_RT_SYMBOL(_mlir_ciface_terra_rt_host_arg_##SUFFIX)                     \
   TERRA_RT_SYMBOL(_mlir_ciface_terra_rt_host_result_##SUFFIX)                  \
   TERRA_RT_SYMBOL(_mlir_ciface_terra_rt_to_host_##SUFFIX)
@@ -632,6 +759,7 @@ terra::rt::detail::runtimeSymbols() {
   TERRA_RT_DTYPE_SYMBOLS(ui8)
   TERRA_RT_SYMBOL(terra_rt_case)
   TERRA_RT_SYMBOL(terra_rt_loop)
+  TERRA_RT_SYMBOL(terra_rt_await_commit)
   TERRA_RT_SYMBOL(terra_rt_host_call)
   TERRA_RT_SYMBOL(terra_rt_check)
   TERRA_RT_SYMBOL(_mlir_ciface_terra_rt_check_flag)
@@ -639,6 +767,8 @@ terra::rt::detail::runtimeSymbols() {
   TERRA_RT_SYMBOL(_mlir_memref_to_llvm_aligned_alloc)
   TERRA_RT_SYMBOL(_mlir_memref_to_llvm_free)
   TERRA_RT_SYMBOL(memrefCopy)
+  syms.push_back({"__truncsfbf2", (void *)&terra_truncsfbf2});
+  syms.push_back({"__truncdfbf2", (void *)&terra_truncdfbf2});
 #undef TERRA_RT_DTYPE_SYMBOLS
 #undef TERRA_RT_SYMBOL
   return syms;

@@ -304,6 +304,9 @@ std::unique_ptr<CompiledGraph> CompiledGraph::compile(ModuleOp module,
       }
       g->hostOpInfo.push_back(std::move(info));
     }
+  if (auto donated = module->getAttrOfType<ArrayAttr>("terra.donated_states"))
+    for (Attribute a : donated)
+      g->donated.push_back(cast<IntegerAttr>(a).getInt());
   if (auto msgs = module->getAttrOfType<ArrayAttr>("terra.asserts"))
     for (Attribute a : msgs)
       g->asserts.push_back(cast<StringAttr>(a).str());

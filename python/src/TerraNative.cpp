@@ -458,6 +458,11 @@ public:
     }
     if (!ok)
       return py::none();
+    // A value the graph computed into a state's memory (-terra-commit-in-
+    // place) is published without an owner: the host's state tensor holds
+    // that memory, and changes it later, so the host gets a copy.
+    if (!t.owner && !device.onDevice)
+      t = t.contiguousCopy();
     if (device.onDevice) {
       py::object capsule = toDLPack(t, device.fake ? kDLCPU : kDLCUDA);
       // torch 1.13 has no kDLBool: a bool tensor crosses as uint8, and the

@@ -2,6 +2,7 @@
 #include "terra/Dialect/TerraOps.h"
 #include "terra/Passes.h"
 #include "terra/Runtime/GraphRunner.h"
+#include <limits>
 #ifdef TERRA_ENABLE_CUDA
 #include "terra/Runtime/Cuda.h"
 #endif
@@ -110,6 +111,88 @@ TEST(Channels, VisitFetchesSeesEveryValueInOrderAndWaitsForLateOnes) {
   seen.clear();
   EXPECT_FALSE(cancelled.visitFetches({{1, 1}}, record));
   EXPECT_TRUE(seen.empty());
+}
+
+extern "C" _Float16 terra_truncsfbf2(float);
+extern "C" _Float16 terra_truncdfbf2(double);
+
+static uint16_t bits(_Float16 h) {
+  uint16_t b;
+  std::memcpy(&b, &h, sizeof b);
+  return b;
+}
+
+TEST(Runtime, BFloat16TruncationRoundsToNearestEven) {
+  // What the JIT calls for f32/f64 -> bf16 on CPUs without AVX512-BF16.
+  EXPECT_EQ(bits(terra_truncsfbf2(1.0f)), 0x3f80);
+  EXPECT_EQ(bits(terra_truncsfbf2(-2.0f)), 0xc000);
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: to even (1).
+  EXPECT_EQ(bits(terra_truncsfbf2(1.00390625f)), 0x3f80);
+  // 1 + 3 * 2^-8 is halfway between 1 + 2^-7 and 1 + 2^-6: to even.
+  EXPECT_EQ(bits(terra_truncsfbf2(1.01171875f)), 0x3f82);
+  EXPECT_EQ(bits(terra_truncsfbf2(1.0f + 0x1p-8f + 0x1p-20f)), 0x3f81);
+  EXPECT_EQ(bits(terra_truncsfbf2(std::numeric_limits<float>::infinity())),
+            0x7f80);
+  EXPECT_EQ(bits(terra_truncsfbf2(std::nanf(""))) & 0x7fc0, 0x7fc0);
+  // A double just above a bf16 tie rounds up, though its float is the tie.
+  EXPECT_EQ(bits(terra_truncdfbf2(1.0 + 0x1p-8 + 0x1p-40)), 0x3f81);
+  EXPECT_EQ(bits(terra_truncdfbf2(1.0 + 0x1p-8 - 0x1p-40)), 0x3f80);
+  EXPECT_EQ(bits(terra_truncdfbf2(-(1.0 + 0x1p-8 + 0x1p-40))), 0xbf81);
+  EXPECT_EQ(bits(terra_truncdfbf2(1.00390625)), 0x3f80);
+}
+
+TEST(Channels, AwaitCommitReturnsOnceTheHostHasFinished) {
+  Channels ch;
+  Channels::setSpin(std::chrono::nanoseconds(0));
+  std::thread host([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ch.finishHost();
+  });
+  EXPECT_EQ(ch.awaitCommit(), 1); // blocked until the host finished
+  host.join();
+  EXPECT_EQ(ch.awaitCommit(), 1); // and at once afterwards
+  Channels::setSpin(std::chrono::milliseconds(1));
+}
+
+TEST(Channels, AwaitCommitGivesUpWhenTheHostWaitsForAFetch) {
+  // The host needs a value the graph computes after the wait: the graph
+  // must go on (without writing state in place) instead of deadlocking.
+  for (int64_t spinNs : {0, 1000000}) {
+    Channels ch;
+    Channels::setSpin(std::chrono::nanoseconds(spinNs));
+    std::thread graph([&] {
+      EXPECT_EQ(ch.awaitCommit(), 0);
+      ch.publishFetch(4, scalarF32(2));
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    Tensor t;
+    ASSERT_TRUE(ch.waitFetch(4, 1, t));
+    EXPECT_EQ(at(t, 0), 2);
+    graph.join();
+  }
+  Channels::setSpin(std::chrono::milliseconds(1));
+}
+
+TEST(Channels, AwaitCommitGivesUpWhenTheHostWaitsForTheEnd) {
+  // A tool that sends everything up front and waits for the run's end
+  // (terra-run) never finishes the iteration: no deadlock, no in place.
+  Channels ch;
+  Channels::setSpin(std::chrono::nanoseconds(0));
+  std::thread graph([&] { EXPECT_EQ(ch.awaitCommit(), 0); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ch.hostAwaitsEnd();
+  graph.join();
+  Channels::setSpin(std::chrono::milliseconds(1));
+}
+
+TEST(Channels, AwaitCommitFailsWhenCancelledAndWakesAnIdleWaiter) {
+  Channels ch;
+  Channels::setSpin(std::chrono::nanoseconds(0));
+  std::thread graph([&] { EXPECT_EQ(ch.awaitCommit(), -1); });
+  ch.waitGraphIdle(); // the parked graph counts as idle (serialized mode)
+  ch.cancel();
+  graph.join();
+  Channels::setSpin(std::chrono::milliseconds(1));
 }
 
 TEST(Channels, FetchReadyIsTrueExactlyWhenAWaitWouldNotBlock) {

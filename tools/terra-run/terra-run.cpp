@@ -82,6 +82,7 @@ int main(int argc, char **argv) {
   }
 
   mlir::PassManager pm(&ctx);
+  pm.addPass(terra::createTerraMarkStateUpdates());
   pm.addPass(terra::createTerraConvertToLinalg());
   if (pipeline == "cuda" || !terra::buildGraphPipeline(pm, pipeline))
     return fail("unknown --pipeline '" + pipeline + "' (cpu or gpu-loops)");

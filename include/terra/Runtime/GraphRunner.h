@@ -23,6 +23,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -129,6 +130,18 @@ public:
   /// The graph's check messages, by index (its own: a run does not copy
   /// them, ~1000 strings a run for YOLOv3).
   const std::vector<std::string> *assertMessages = nullptr;
+  /// The states the graph may write in place (`terra.donated_states`), and
+  /// their memory's byte spans, sorted (built at the run's first input).
+  const std::vector<int64_t> *donatedStates = nullptr;
+  struct DonatedSpan {
+    uintptr_t lo, hi;
+    int64_t state;
+    bool operator<(const DonatedSpan &o) const {
+      return std::tie(lo, hi, state) < std::tie(o.lo, o.hi, o.state);
+    }
+  };
+  std::vector<DonatedSpan> donatedSpans;
+  bool donatedSpansBuilt = false;
   /// The check flag of this run (terra_rt_check_flag): 0, or the index + 1
   /// of the message of a guard that failed inside a kernel. Read after
   /// each wait for the run's stream (detail::checkDevice).
@@ -175,6 +188,7 @@ private:
   std::vector<std::string> states;
   std::vector<HostOpInfo> hostOpInfo;
   std::vector<std::string> asserts;
+  std::vector<int64_t> donated;
   bool cached = false;
   double seconds = 0;
   struct ObjectJit;

@@ -1,0 +1,449 @@
+//===- CommitInPlace.cpp - The terra-commit-in-place pass -----------------===//
+//
+// After bufferization, a committed iteration's new state (parameters,
+// gradients, optimizer slots) is computed into fresh buffers that the host
+// then copies into its tensors. This pass lets the graph write such a
+// value straight into the state's memory instead, as eager's in-place ops
+// do, once the host has validated the whole iteration (see the pass
+// description in Passes.td):
+//
+//   %flag = call @terra_rt_await_commit() : () -> i1
+//   %buf = scf.if %flag -> memref<...> { scf.yield %state }
+//          else { %a = memref.alloc() ; scf.yield %a }
+//
+// replaces the value's allocation, and its fetch becomes
+// `terra_rt_fetch_state_*`, which publishes the state's memory without a
+// copy. A fetch qualifies when -terra-mark-state-updates named its state
+// (`terra.updates_state`, the state's runtime index after
+// -terra-lower-graph), its buffer is an allocation of the state's type,
+// and nothing reads the state's old value after the first write of the
+// buffer, except that first write itself when it is an elementwise linalg
+// op reading the state at the position it writes (`p = p - lr * g`). The
+// wait goes before the first such write, after every op that can still
+// fail (a runtime check, a host op, a state read): past it, the run cannot
+// fail, so the host never sees a half-written state.
+//
+//===----------------------------------------------------------------------===//
+#include "BufferWrites.h"
+#include "RuntimeNames.h"
+
+#include "terra/Passes.h"
+
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
+#include "mlir/Interfaces/LoopLikeInterface.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+
+namespace terra {
+#define GEN_PASS_DEF_TERRACOMMITINPLACE
+#include "terra/Passes.h.inc"
+} // namespace terra
+
+using namespace mlir;
+using terra::isMemRef;
+using Roots = terra::BufferRoots;
+
+namespace {
+
+constexpr StringLiteral kUpdatesState = "terra.updates_state";
+
+std::optional<int64_t> constantI64(Value v) {
+  IntegerAttr attr;
+  if (auto c = v.getDefiningOp<arith::ConstantOp>())
+    attr = dyn_cast<IntegerAttr>(c.getValue());
+  if (!attr)
+    return std::nullopt;
+  return attr.getInt();
+}
+
+/// `v` without casts and without a collapse-then-expand round trip to the
+/// same type (what collapsing an elementwise loop's dims leaves).
+Value stripCasts(Value v) {
+  while (true) {
+    if (auto cast = v.getDefiningOp<memref::CastOp>()) {
+      v = cast.getSource();
+      continue;
+    }
+    auto expand = v.getDefiningOp<memref::ExpandShapeOp>();
+    auto collapse =
+        expand ? expand.getSrc().getDefiningOp<memref::CollapseShapeOp>()
+               : memref::CollapseShapeOp();
+    if (collapse && collapse.getSrc().getType() == expand.getType() &&
+        collapse.getReassociationIndices() ==
+            expand.getReassociationIndices()) {
+      v = collapse.getSrc();
+      continue;
+    }
+    return v;
+  }
+}
+
+/// Runtime calls that may still fail the run: after the commit wait there
+/// must be none.
+bool mayFail(func::CallOp call) {
+  StringRef callee = call.getCallee();
+  return callee.starts_with(terra::kRuntimeCheck) ||
+         callee.starts_with(terra::kRuntimeHostCall) ||
+         callee.starts_with(terra::kRuntimeHostArg) ||
+         callee.starts_with(terra::kRuntimeHostResult) ||
+         callee.starts_with(terra::kRuntimeToHost) ||
+         callee.starts_with(terra::kRuntimeState);
+}
+
+/// Ops that only make a view or read a memref's metadata: not accesses.
+bool isView(Operation *op) {
+  return isa<ViewLikeOpInterface, memref::CastOp, memref::DimOp,
+             memref::ExtractStridedMetadataOp>(op) ||
+         op->hasTrait<OpTrait::IsTerminator>();
+}
+
+struct Candidate {
+  func::CallOp fetch;
+  int64_t state;
+  memref::AllocOp alloc;
+  Value stateMemRef;        ///< Null: to be made (a cast of stateCall's).
+  Operation *reshape;       ///< The fetch's view of `alloc`, if any.
+  func::CallOp stateCall;   ///< The runtime call reading the state.
+  Operation *top = nullptr; ///< The entry-block op holding the first write.
+};
+
+struct TerraCommitInPlacePass
+    : public terra::impl::TerraCommitInPlaceBase<TerraCommitInPlacePass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<Attribute> donated;
+    for (func::FuncOp func : module.getOps<func::FuncOp>())
+      if (!func.isExternal())
+        run(module, func, donated);
+    if (!donated.empty())
+      module->setAttr("terra.donated_states",
+                      ArrayAttr::get(module.getContext(), donated));
+  }
+
+  void run(ModuleOp module, func::FuncOp func,
+           SmallVectorImpl<Attribute> &donated) {
+    Block &entry = func.front();
+    llvm::DenseMap<Operation *, unsigned> order;
+    Roots roots;
+    llvm::DenseMap<Value, int64_t> stateRoots;
+    SmallVector<func::CallOp> fetches;
+    func.walk<WalkOrder::PreOrder>([&](Operation *op) {
+      order[op] = order.size();
+      roots.add(op);
+      auto call = dyn_cast<func::CallOp>(op);
+      if (!call)
+        return;
+      if (call.getCallee().starts_with(terra::kRuntimeState) &&
+          call.getNumOperands() > 0 && call.getNumResults() == 1)
+        if (auto id = constantI64(call.getOperand(0)))
+          stateRoots[call.getResult(0)] = *id;
+      if (call.getCallee().starts_with(terra::kRuntimeFetch) &&
+          call->hasAttr(kUpdatesState))
+        fetches.push_back(call);
+    });
+    if (fetches.empty())
+      return;
+    roots.solve();
+
+    auto topOf = [&](Operation *op) {
+      while (op->getBlock() != &entry)
+        op = op->getParentOp();
+      return op;
+    };
+    // The op itself, or the outermost loop around it: a loop's ops run
+    // again after the later ones in its body.
+    auto unitOf = [&](Operation *op) {
+      Operation *unit = op;
+      for (Operation *p = op->getParentOp(); p && p != func;
+           p = p->getParentOp())
+        if (isa<LoopLikeOpInterface>(p))
+          unit = p;
+      return unit;
+    };
+    auto rootedAt = [&](Value v, Value root) {
+      return isMemRef(v) && llvm::is_contained(roots.of(v), root);
+    };
+    auto rootedAtState = [&](Value v, int64_t state) {
+      if (!isMemRef(v))
+        return false;
+      for (Value r : roots.of(v)) {
+        auto it = stateRoots.find(r);
+        if (it != stateRoots.end() && it->second == state)
+          return true;
+      }
+      return false;
+    };
+
+    // One candidate per state: its last fetch.
+    llvm::MapVector<int64_t, Candidate> byState;
+    for (func::CallOp fetch : fetches) {
+      int64_t state = fetch->getAttrOfType<IntegerAttr>(kUpdatesState).getInt();
+      if (fetch.getNumOperands() != 2)
+        continue;
+      // The buffer, or a reshape of it (collapsed loops).
+      Value fetched = stripCasts(fetch.getOperand(1));
+      Operation *reshape = fetched.getDefiningOp();
+      if (reshape &&
+          isa<memref::ExpandShapeOp, memref::CollapseShapeOp>(reshape))
+        fetched = reshape->getOperand(0);
+      else
+        reshape = nullptr;
+      auto alloc = fetched.getDefiningOp<memref::AllocOp>();
+      if (!alloc || !alloc.getType().getLayout().isIdentity() ||
+          (reshape && !alloc.getType().hasStaticShape()))
+        continue;
+      auto type = reshape ? cast<MemRefType>(reshape->getResult(0).getType())
+                          : alloc.getType();
+      if (!type.getLayout().isIdentity())
+        continue;
+      // The state's memory as a buffer of that type, read where the state
+      // is (a state only zeroed, never read, has no such cast).
+      func::CallOp stateCall;
+      for (Operation &op : entry)
+        if (auto call = dyn_cast<func::CallOp>(op))
+          if (call.getNumResults() == 1 &&
+              stateRoots.count(call.getResult(0)) &&
+              stateRoots[call.getResult(0)] == state) {
+            stateCall = call;
+            break;
+          }
+      if (!stateCall)
+        continue;
+      Value stateMemRef;
+      for (Operation *user : stateCall.getResult(0).getUsers())
+        if (auto cast = dyn_cast<memref::CastOp>(user))
+          if (cast.getType() == type && cast->getBlock() == &entry) {
+            stateMemRef = cast.getResult();
+            break;
+          }
+      Candidate &c = byState[state];
+      if (c.fetch && order[c.fetch] > order[fetch])
+        continue;
+      c = Candidate{fetch, state, alloc, stateMemRef, reshape, stateCall};
+    }
+
+    SmallVector<Candidate> accepted;
+    llvm::DenseSet<Operation *> allocsTaken;
+    for (auto &[state, c] : byState) {
+      if (!c.fetch || !allocsTaken.insert(c.alloc).second)
+        continue;
+      Value buf = c.alloc.getResult();
+      Operation *first = nullptr;
+      SmallVector<Operation *> readers;
+      func.walk<WalkOrder::PreOrder>([&](Operation *op) {
+        if (isView(op) || op == c.alloc)
+          return;
+        bool touches = false, reads = false;
+        for (Value v : op->getOperands()) {
+          touches |= rootedAt(v, buf);
+          reads |= rootedAtState(v, state);
+        }
+        if (touches && !first)
+          first = op;
+        if (reads)
+          readers.push_back(op);
+      });
+      if (!first || !writesBuffer(first, buf, rootedAt))
+        continue;
+      bool ok = true;
+      for (Operation *r : readers) {
+        if (r == first && unitOf(first) == first &&
+            isElementwiseUpdate(first, buf, state, rootedAt, rootedAtState))
+          continue;
+        if (order[unitOf(r)] >= order[unitOf(first)]) {
+          ok = false;
+          break;
+        }
+      }
+      if (!ok)
+        continue;
+      c.top = topOf(first);
+      accepted.push_back(c);
+    }
+    if (accepted.empty())
+      return;
+
+    // The entry-block position after which nothing may fail.
+    llvm::DenseMap<Operation *, unsigned> position;
+    for (Operation &op : entry)
+      position[&op] = position.size();
+    int64_t lastUnsafe = -1;
+    func.walk([&](Operation *op) {
+      auto call = dyn_cast<func::CallOp>(op);
+      if ((call && mayFail(call)) || isa<cf::AssertOp>(op))
+        lastUnsafe = std::max<int64_t>(lastUnsafe, position[topOf(op)]);
+    });
+    // Drop candidates whose first write comes too early, or whose buffer
+    // is used before the wait would be (a view made earlier), until the
+    // rest agree on a place.
+    Operation *at = nullptr;
+    for (bool changed = true; changed;) {
+      changed = false;
+      llvm::erase_if(accepted, [&](const Candidate &c) {
+        return int64_t(position[c.top]) <= lastUnsafe;
+      });
+      if (accepted.empty())
+        return;
+      at = accepted.front().top;
+      for (const Candidate &c : accepted)
+        if (position[c.top] < position[at])
+          at = c.top;
+      size_t before = accepted.size();
+      llvm::erase_if(accepted, [&](const Candidate &c) {
+        for (Operation *user : c.alloc->getUsers())
+          if (position[topOf(user)] < position[at])
+            return true;
+        return false;
+      });
+      changed = accepted.size() != before;
+    }
+    if (accepted.empty())
+      return;
+
+    OpBuilder b(at);
+    Location loc = at->getLoc();
+    func::FuncOp await = declare(module, terra::kRuntimeAwaitCommit,
+                                 b.getFunctionType({}, b.getI1Type()));
+    Value flag = func::CallOp::create(b, loc, await, ValueRange{}).getResult(0);
+    for (Candidate &c : accepted) {
+      MemRefType type = c.alloc.getType();
+      Value stateMemRef = c.stateMemRef;
+      if (!stateMemRef) {
+        OpBuilder cb(c.stateCall->getBlock(),
+                     std::next(Block::iterator(c.stateCall)));
+        Type viewType = c.reshape ? c.reshape->getResult(0).getType() : type;
+        stateMemRef = memref::CastOp::create(cb, c.stateCall.getLoc(), viewType,
+                                             c.stateCall.getResult(0));
+      }
+      auto alignment = c.alloc.getAlignmentAttr();
+      auto select = scf::IfOp::create(
+          b, loc, flag,
+          [&](OpBuilder &tb, Location l) {
+            // The buffer as the fetch's reshape of it sees the state.
+            Value mem = stateMemRef;
+            if (auto e = dyn_cast_or_null<memref::ExpandShapeOp>(c.reshape))
+              mem = memref::CollapseShapeOp::create(
+                  tb, l, type, mem, e.getReassociationIndices());
+            else if (auto co =
+                         dyn_cast_or_null<memref::CollapseShapeOp>(c.reshape))
+              mem = memref::ExpandShapeOp::create(tb, l, type, mem,
+                                                  co.getReassociationIndices());
+            scf::YieldOp::create(tb, l, mem);
+          },
+          [&](OpBuilder &eb, Location l) {
+            SmallVector<Value> sizes;
+            for (int64_t d = 0; d < type.getRank(); ++d)
+              if (type.isDynamicDim(d))
+                sizes.push_back(memref::DimOp::create(eb, l, stateMemRef, d));
+            Value fresh =
+                memref::AllocOp::create(eb, l, type, sizes, alignment);
+            scf::YieldOp::create(eb, l, fresh);
+          });
+      c.alloc.getResult().replaceAllUsesWith(select.getResult(0));
+      c.alloc.erase();
+      // Its fetch publishes the state's memory without a copy.
+      OpBuilder fb(c.fetch);
+      Value memref = c.fetch.getOperand(1);
+      std::string suffix = c.fetch.getCallee()
+                               .drop_front(terra::kRuntimeFetch.size())
+                               .str(); // "_f32"
+      Value id = c.fetch.getOperand(0);
+      Value stateId = arith::ConstantOp::create(fb, c.fetch.getLoc(),
+                                                fb.getI64IntegerAttr(c.state));
+      func::FuncOp f =
+          declare(module, (terra::kRuntimeFetchState + suffix).str(),
+                  fb.getFunctionType(
+                      {id.getType(), stateId.getType(), memref.getType()}, {}),
+                  /*cInterface=*/true);
+      func::CallOp::create(fb, c.fetch.getLoc(), f,
+                           ValueRange{id, stateId, memref});
+      c.fetch.erase();
+      donated.push_back(b.getI64IntegerAttr(c.state));
+      ++numDonated;
+    }
+  }
+
+  /// Whether `op` writes `buf` (or may write any buffer).
+  template <typename RootedAt>
+  static bool writesBuffer(Operation *op, Value buf, RootedAt rootedAt) {
+    std::optional<SmallVector<Value>> written = terra::writtenBy(op);
+    if (!written)
+      return true;
+    return llvm::any_of(*written, [&](Value v) { return rootedAt(v, buf); });
+  }
+
+  /// `op` writes `buf` elementwise and reads the state only at the position
+  /// it writes: a linalg op on buffers whose only output rooted at `buf` is
+  /// all of it under a permutation map, and whose operands rooted at the
+  /// state are inputs of the same type under the same map.
+  template <typename RootedAt, typename RootedAtState>
+  static bool isElementwiseUpdate(Operation *op, Value buf, int64_t state,
+                                  RootedAt rootedAt,
+                                  RootedAtState rootedAtState) {
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+    if (!linalgOp || !linalgOp.hasPureBufferSemantics())
+      return false;
+    OpOperand *out = nullptr;
+    for (OpOperand &init : linalgOp.getDpsInitsMutable()) {
+      if (rootedAtState(init.get(), state))
+        return false;
+      if (rootedAt(init.get(), buf)) {
+        if (out)
+          return false;
+        out = &init;
+      }
+    }
+    if (!out)
+      return false;
+    auto outView = wholeView(out->get(), cast<MemRefType>(buf.getType()));
+    AffineMap map = linalgOp.getMatchingIndexingMap(out);
+    if (!outView || !map.isPermutation())
+      return false;
+    for (OpOperand *in : linalgOp.getDpsInputOperands()) {
+      if (!rootedAtState(in->get(), state))
+        continue;
+      if (in->get().getType() != out->get().getType() ||
+          wholeView(in->get(), cast<MemRefType>(buf.getType())) != outView ||
+          linalgOp.getMatchingIndexingMap(in) != map)
+        return false;
+    }
+    return true;
+  }
+
+  /// How `v` views a whole buffer of type `whole`: through casts, as it is
+  /// (no reassociation) or collapsed (its reassociation); nullopt for any
+  /// other view.
+  static std::optional<SmallVector<ReassociationIndices>>
+  wholeView(Value v, MemRefType whole) {
+    // Casts between ranked types.
+    auto base = [&](Value x) {
+      while (x.getType() != whole)
+        if (auto cast = x.getDefiningOp<memref::CastOp>();
+            cast && isa<MemRefType>(cast.getSource().getType()))
+          x = cast.getSource();
+        else
+          break;
+      return x;
+    };
+    v = base(v);
+    if (v.getType() == whole)
+      return SmallVector<ReassociationIndices>{};
+    if (auto collapse = v.getDefiningOp<memref::CollapseShapeOp>())
+      if (base(collapse.getSrc()).getType() == whole)
+        return collapse.getReassociationIndices();
+    return std::nullopt;
+  }
+
+  static func::FuncOp declare(ModuleOp module, StringRef name,
+                              FunctionType type, bool cInterface = false) {
+    if (auto f = module.lookupSymbol<func::FuncOp>(name))
+      return f;
+    OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+    auto f = func::FuncOp::create(b, module.getLoc(), name, type);
+    f.setPrivate();
+    if (cInterface)
+      f->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+    return f;
+  }
+};
+
+} // namespace

@@ -1,0 +1,123 @@
+// terra-commit-in-place: a fetched new value of a state is computed into
+// the state's memory once the host has finished the iteration
+// (terra_rt_await_commit), when nothing reads the old value afterwards and
+// nothing after the wait can fail the run.
+// RUN: terra-opt %s -split-input-file -terra-commit-in-place | FileCheck %s
+
+#id = affine_map<(i) -> (i)>
+#rev = affine_map<(i) -> (3 - i)>
+func.func private @terra_rt_state_contiguous_f32(i64, i64) -> memref<*xf32> attributes {llvm.emit_c_interface}
+func.func private @terra_rt_feed_contiguous_f32(i64, i64) -> memref<*xf32> attributes {llvm.emit_c_interface}
+func.func private @terra_rt_fetch_f32(i64, memref<*xf32>) attributes {llvm.emit_c_interface}
+func.func private @terra_rt_check(i1, i64)
+
+// p = p - p * g: the forward reads the old value, a check follows, then
+// the update reads the state where it writes.
+// CHECK-LABEL: module attributes {terra.donated_states = [0]}
+// CHECK-LABEL: func.func @sgd
+// CHECK:         %[[P:.*]] = memref.cast %{{.*}} : memref<*xf32> to memref<4xf32>
+// CHECK:         call @terra_rt_check
+// CHECK-NEXT:    %[[GO:.*]] = call @terra_rt_await_commit() : () -> i1
+// CHECK-NEXT:    %[[BUF:.*]] = scf.if %[[GO]] -> (memref<4xf32>) {
+// CHECK-NEXT:      scf.yield %[[P]] : memref<4xf32>
+// CHECK-NEXT:    } else {
+// CHECK-NEXT:      %[[A:.*]] = memref.alloc() {alignment = 64 : i64} : memref<4xf32>
+// CHECK-NEXT:      scf.yield %[[A]] : memref<4xf32>
+// CHECK:         linalg.generic {{.*}} ins(%[[P]], %{{.*}} : memref<4xf32>, memref<4xf32>) outs(%[[BUF]] : memref<4xf32>)
+// CHECK:         %[[U:.*]] = memref.cast %[[BUF]] : memref<4xf32> to memref<*xf32>
+// CHECK:         call @terra_rt_fetch_state_f32(%{{.*}}, %{{.*}}, %[[U]]) : (i64, i64, memref<*xf32>) -> ()
+func.func @sgd() {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c7 = arith.constant 7 : i64
+  %s = call @terra_rt_state_contiguous_f32(%c0, %c1) : (i64, i64) -> memref<*xf32>
+  %p = memref.cast %s : memref<*xf32> to memref<4xf32>
+  %f = call @terra_rt_feed_contiguous_f32(%c1, %c1) : (i64, i64) -> memref<*xf32>
+  %g = memref.cast %f : memref<*xf32> to memref<4xf32>
+  %t = memref.alloc() {alignment = 64 : i64} : memref<4xf32>
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]} ins(%p, %g : memref<4xf32>, memref<4xf32>) outs(%t : memref<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  }
+  %ok = arith.constant true
+  call @terra_rt_check(%ok, %c0) : (i1, i64) -> ()
+  %new = memref.alloc() {alignment = 64 : i64} : memref<4xf32>
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]} ins(%p, %t : memref<4xf32>, memref<4xf32>) outs(%new : memref<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %d = arith.subf %a, %b : f32
+    linalg.yield %d : f32
+  }
+  %u = memref.cast %new : memref<4xf32> to memref<*xf32>
+  call @terra_rt_fetch_f32(%c7, %u) {terra.updates_state = 0 : i64} : (i64, memref<*xf32>) -> ()
+  return
+}
+
+// -----
+
+#id = affine_map<(i) -> (i)>
+#rev = affine_map<(i) -> (3 - i)>
+func.func private @terra_rt_state_contiguous_f32(i64, i64) -> memref<*xf32> attributes {llvm.emit_c_interface}
+func.func private @terra_rt_fetch_f32(i64, memref<*xf32>) attributes {llvm.emit_c_interface}
+func.func private @terra_rt_check(i1, i64)
+
+// The old value is read after the new one's first write (a fetch of it):
+// the value stays in its own buffer.
+// CHECK-LABEL: func.func @old_value_read_later
+// CHECK-NOT:     terra_rt_await_commit
+// CHECK:         call @terra_rt_fetch_f32(%{{.*}}, %{{.*}}) {terra.updates_state = 0 : i64}
+func.func @old_value_read_later() {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %s = call @terra_rt_state_contiguous_f32(%c0, %c1) : (i64, i64) -> memref<*xf32>
+  %p = memref.cast %s : memref<*xf32> to memref<4xf32>
+  %new = memref.alloc() {alignment = 64 : i64} : memref<4xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]} ins(%p : memref<4xf32>) outs(%new : memref<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %d = arith.addf %a, %a : f32
+    linalg.yield %d : f32
+  }
+  %u = memref.cast %new : memref<4xf32> to memref<*xf32>
+  call @terra_rt_fetch_f32(%c1, %u) {terra.updates_state = 0 : i64} : (i64, memref<*xf32>) -> ()
+  call @terra_rt_fetch_f32(%c0, %s) : (i64, memref<*xf32>) -> ()
+  return
+}
+
+// The update reads the state at another position than it writes
+// (reversed): writing in place would read values it already wrote.
+// CHECK-LABEL: func.func @reversed_update
+// CHECK-NOT:     terra_rt_await_commit
+func.func @reversed_update() {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %s = call @terra_rt_state_contiguous_f32(%c0, %c1) : (i64, i64) -> memref<*xf32>
+  %p = memref.cast %s : memref<*xf32> to memref<4xf32>
+  %new = memref.alloc() {alignment = 64 : i64} : memref<4xf32>
+  linalg.generic {indexing_maps = [#rev, #id], iterator_types = ["parallel"]} ins(%p : memref<4xf32>) outs(%new : memref<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  }
+  %u = memref.cast %new : memref<4xf32> to memref<*xf32>
+  call @terra_rt_fetch_f32(%c1, %u) {terra.updates_state = 0 : i64} : (i64, memref<*xf32>) -> ()
+  return
+}
+
+// A check after the update could still fail the run: a half-written state.
+// CHECK-LABEL: func.func @check_after_update
+// CHECK-NOT:     terra_rt_await_commit
+func.func @check_after_update(%ok: i1) {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %s = call @terra_rt_state_contiguous_f32(%c0, %c1) : (i64, i64) -> memref<*xf32>
+  %p = memref.cast %s : memref<*xf32> to memref<4xf32>
+  %new = memref.alloc() {alignment = 64 : i64} : memref<4xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]} ins(%p : memref<4xf32>) outs(%new : memref<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %d = arith.addf %a, %a : f32
+    linalg.yield %d : f32
+  }
+  call @terra_rt_check(%ok, %c0) : (i1, i64) -> ()
+  %u = memref.cast %new : memref<4xf32> to memref<*xf32>
+  call @terra_rt_fetch_f32(%c1, %u) {terra.updates_state = 0 : i64} : (i64, memref<*xf32>) -> ()
+  return
+}
