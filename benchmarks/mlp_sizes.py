@@ -9,12 +9,17 @@ steps alternate on the same batches. It prints ms per step (medians of the
 blocks), terra over eager, and terra's per-step host exec, host stall
 (waiting for the graph, including the commit's wait) and graph exec.
 
-    /usr/bin/python3 benchmarks/mlp_sizes.py [--blocks 6] [--block 16]
+    /usr/bin/python3 benchmarks/mlp_sizes.py [--blocks 6] [--block 16] [--copy-commit]
+
+With `--copy-commit`, each round also times a terra block whose graph does
+not write the new state in place (`TERRA_COMMIT_IN_PLACE=0`: the host
+copies it after the run, as before -terra-commit-in-place).
 """
 from __future__ import annotations
 
 import argparse
 import builtins
+import os
 import statistics
 import sys
 import time
@@ -50,6 +55,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--blocks", type=int, default=6)
     ap.add_argument("--block", type=int, default=16, help="steps per block")
+    ap.add_argument("--copy-commit", action="store_true",
+                    help="also time terra with the state committed by the host's copy")
     args = ap.parse_args()
     quiet = builtins.print
     for name, b, d, h in SIZES:
@@ -63,13 +70,18 @@ def main() -> int:
             timed(fn, data)
             timed(eager, data)  # eager's first steps (momentum buffers, allocator) too
             before = dict(terra.stats(fn))
-            te, tt = [], []
+            te, tt, tc = [], [], []
             for _ in range(args.blocks):
                 te.append(timed(eager, data))
                 tt.append(timed(fn, data))
+                if args.copy_commit:
+                    os.environ["TERRA_COMMIT_IN_PLACE"] = "0"
+                    tc.append(timed(fn, data))
+                    os.environ.pop("TERRA_COMMIT_IN_PLACE")
             after = terra.stats(fn)
         finally:
             builtins.print = quiet
+            os.environ.pop("TERRA_COMMIT_IN_PLACE", None)
         steps = after["coexec_iterations"] - before["coexec_iterations"]
         per = {k: (after[k] - before[k]) * 1e3 / max(steps, 1)
                for k in ("host_exec_s", "host_stall_s", "graph_exec_s")}
@@ -77,7 +89,12 @@ def main() -> int:
         print(f"{name:16s} batch {b:3d}, {d}->{h}->{h}->10: eager {e:6.2f} ms, terra {t:6.2f} ms, "
               f"{e / t:4.2f}x eager; terra per step: host exec {per['host_exec_s']:.2f}, "
               f"host stall {per['host_stall_s']:.2f}, graph exec {per['graph_exec_s']:.2f} ms; "
-              f"{steps} of {len(tt) * len(data)} timed steps co-executed, {after['fallbacks']} fallbacks")
+              f"{steps} of {(len(tt) + len(tc)) * len(data)} timed steps co-executed, "
+              f"{after['fallbacks']} fallbacks")
+        if tc:
+            c = statistics.median(tc)
+            print(f"{'':16s} terra with the host copying the new state: {c:6.2f} ms, "
+                  f"{e / c:4.2f}x eager (in place: {c / t:4.2f}x faster)")
     return 0
 
 

@@ -269,11 +269,13 @@ def test_harness_runs_as_a_script(tmp_path: Path) -> None:
 def test_mlp_sizes_runs_as_a_script() -> None:
     """benchmarks/mlp_sizes.py co-executes the main job's step at its three
     sizes and reports each (a smoke test: the ratios are measurements)."""
-    cmd = [sys.executable, "benchmarks/mlp_sizes.py", "--blocks", "1", "--block", "3"]
+    cmd = [sys.executable, "benchmarks/mlp_sizes.py", "--blocks", "1", "--block", "3", "--copy-commit"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
+    lines = [line for line in proc.stdout.splitlines() if not line.startswith(" ")]
+    copied = [line for line in proc.stdout.splitlines() if line.startswith(" ")]
     assert [line.split()[0] for line in lines] == ["tiny", "medium", "wide"], proc.stdout
+    assert len(copied) == 3 and all("host copying the new state" in line for line in copied), proc.stdout
     for line in lines:
         assert "x eager" in line and line.endswith("0 fallbacks"), line
         done, _, total = re.search(r"(\d+) of (\d+) timed steps co-executed", line).group(1, 0, 2)
