@@ -109,6 +109,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     i = warm_up(fn, eager.step, args.warmup, 0, streams)
     kinds = ["eager"] + (["on", "off"] if args.on is not None else ["terra"])
     times: Dict[str, List[float]] = {k: [] for k in kinds}
+    steps_of: Dict[str, List[dict]] = {k: [] for k in kinds}  # terra's step stats by kind
     scope = {"fn": fn, "terra": terra}
     for b in range(args.blocks):
         order = kinds if b % 2 == 0 else kinds[:1] + kinds[:0:-1]
@@ -118,10 +119,13 @@ def main(argv: Optional[List[str]] = None) -> int:
             step = eager.step if kind == "eager" else fn
             # "on" and "off" share the terra copy's streams (one program).
             with streams["eager" if kind == "eager" else "terra"]:
+                seen = len(fn.stats.steps)
                 start = time.perf_counter()
                 for k in range(args.block):
                     step(i + k)
                 times[kind].append((time.perf_counter() - start) / args.block * 1e3)
+                if kind != "eager":
+                    steps_of[kind] += fn.stats.steps[seen:]
         i += args.block
     median = {k: statistics.median(v) for k, v in times.items()}
     print(f"{args.program} ({args.size}, {args.blocks} blocks of {args.block} steps, ms per step)")
@@ -129,8 +133,18 @@ def main(argv: Optional[List[str]] = None) -> int:
         ratio = "" if kind == "eager" else f"  {median['eager'] / median[kind]:.2f}x eager"
         blocks = " ".join(f"{t:.2f}" for t in times[kind])
         print(f"  {kind:5s} {median[kind]:8.2f}{ratio}   [{blocks}]")
-    phases = collections.Counter(s["phase"] for s in fn.stats.steps[-args.blocks * args.block * (len(kinds) - 1):])
+        if steps_of[kind]:
+            per = {k: statistics.median(s.get(k, 0.0) for s in steps_of[kind]) * 1e3
+                   for k in ("host_exec_s", "host_stall_s", "graph_exec_s", "graph_stall_s")}
+            print(f"        per step (median): host exec {per['host_exec_s']:.2f}, host stall "
+                  f"{per['host_stall_s']:.2f}, graph exec {per['graph_exec_s']:.2f}, "
+                  f"graph stall {per['graph_stall_s']:.2f} ms")
+    timed_steps = fn.stats.steps[-args.blocks * args.block * (len(kinds) - 1):]
+    phases = collections.Counter(s["phase"] for s in timed_steps)
     print(f"  terra phases in the timed blocks: {dict(phases)}")
+    in_place = [s.get("commits_in_place", 0) for s in timed_steps]
+    print(f"  steps whose graph wrote state in place (-terra-commit-in-place): "
+          f"{sum(1 for n in in_place if n)} of {len(in_place)}, {max(in_place, default=0)} values at most")
     return 0
 
 

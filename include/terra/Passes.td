@@ -414,28 +414,33 @@ def TerraCommitInPlace : Pass<"terra-commit-in-place", "mlir::ModuleOp"> {
     run (`Run.fetch_into`: a wide MLP step spent 2.1 of 14 ms there,
     YOLOv3 3 of 25 ms). For a fetch that `-terra-mark-state-updates` tied
     to a state, this pass lets the graph compute the value straight into
-    the state's memory, as eager's in-place updates do, once the host has
-    validated the whole iteration: the value's allocation becomes
-    `scf.if %flag { state } else { memref.alloc }`, where `%flag` is the
-    result of `terra_rt_await_commit`, which returns true when the host has
-    finished the iteration (everything it will send is sent and validated),
-    false when the host waits for a value the graph has not published yet
-    (a materialization after the update: the graph goes on into fresh
-    buffers, as without this pass) and unwinds when the run is cancelled.
-    The fetch becomes `terra_rt_fetch_state_*`, which publishes the
-    state's memory without a copy; `fetch_into` then skips a copy onto
-    itself.
+    the state's memory, as eager's in-place updates do, when the host has
+    already validated the whole iteration by the time the graph gets there:
+    the value's allocation becomes `scf.if %ready { state } else {
+    memref.alloc }`, where `%ready` is the result of
+    `terra_rt_commit_ready`, which does not wait: true when the host has
+    finished the iteration (everything it will send is sent and validated,
+    so it can no longer deviate and the old state is never needed again),
+    false before (the graph computes into fresh buffers and the host copies
+    them, as without this pass: a graph that waited would move the update
+    onto the critical path of a host-bound step), and an unwind when the
+    run is cancelled. The fetch becomes `terra_rt_fetch_state_*`, which
+    publishes the state's memory without a copy; `fetch_into` then skips
+    a copy onto itself. Graph-bound steps (the graph reaches the update
+    after the host has finished) gain the copy; host-bound ones are as
+    before.
 
     A fetch qualifies when its buffer is a `memref.alloc` of the state
-    memref's type, used by no op before the wait, and nothing reads the
-    state's old value after the first access of the buffer (in program
-    order; a loop counts as a whole), except that access itself when it is
-    an elementwise linalg op reading the state at the position it writes
-    (`p = p - lr * g`). The wait goes into the function's entry block
-    before the first such access, and only after every op that can still
-    fail (a runtime check, a host op, a state read), so a run that passes
-    it cannot leave a half-written state. Receives after it never block:
-    the host has sent everything. The runtime keeps the rest sound
+    memref's type (or one collapsed and expanded back), used by no op
+    before the question, and nothing reads the state's old value after the
+    first access of the buffer (in program order; a loop counts as a
+    whole), except that access itself when it is an elementwise linalg op
+    reading the state at the position it writes (`p = p - lr * g`). The
+    question goes into the function's entry block before the first such
+    access, and only after every op that can still fail (a runtime check, a
+    host op, a state read), so a run that writes in place cannot fail and
+    leave a half-written state. Receives after it never block: the host has
+    sent everything. The runtime keeps the rest sound
     (`terra.donated_states` lists the states): a feed, host op result or
     other state whose memory overlaps a donated state's is given to the
     graph as a copy, so no other buffer of the graph aliases it.

@@ -27,8 +27,8 @@ inline constexpr llvm::StringLiteral kRuntimeFetch = "terra_rt_fetch";
 inline constexpr llvm::StringLiteral kRuntimeState = "terra_rt_state";
 inline constexpr llvm::StringLiteral kRuntimeFetchState =
     "terra_rt_fetch_state";
-inline constexpr llvm::StringLiteral kRuntimeAwaitCommit =
-    "terra_rt_await_commit";
+inline constexpr llvm::StringLiteral kRuntimeCommitReady =
+    "terra_rt_commit_ready";
 inline constexpr llvm::StringLiteral kRuntimeCase = "terra_rt_case";
 inline constexpr llvm::StringLiteral kRuntimeLoop = "terra_rt_loop";
 inline constexpr llvm::StringLiteral kRuntimeHostArg = "terra_rt_host_arg";

@@ -461,7 +461,7 @@ bool hostResultImpl(RunState *run, int64_t index, DType dtype,
 /// (-terra-commit-in-place): published as a view of that memory, without
 /// a copy (the host holds the state tensor; Run.fetch copies a view
 /// without an owner, Run.fetch_into skips a copy onto itself). When the
-/// run did not write in place (terra_rt_await_commit returned false) the
+/// run did not write in place (terra_rt_commit_ready returned false) the
 /// buffer is the run's own: an ordinary fetch.
 bool fetchStateImpl(RunState *run, int64_t id, int64_t state, DType dtype,
                     const UnrankedMemRef *in) {
@@ -472,6 +472,7 @@ bool fetchStateImpl(RunState *run, int64_t id, int64_t state, DType dtype,
       run->states[state].isContiguous()) {
     if (!deviceOk(run))
       return false;
+    ++run->inPlaceCommits;
     run->channels.publishFetch(id, view(in, dtype));
     return true;
   }
@@ -606,13 +607,13 @@ bool terra_rt_loop(int64_t id) {
   return next;
 }
 
-bool terra_rt_await_commit() {
+bool terra_rt_commit_ready() {
   // TERRA_COMMIT_IN_PLACE=0: never in place (the host copies the state, as
   // without -terra-commit-in-place); read each run, for A/B measurements.
   const char *env = std::getenv("TERRA_COMMIT_IN_PLACE");
   if (env && std::strcmp(env, "0") == 0)
     return false;
-  int decision = current->channels.awaitCommit();
+  int decision = current->channels.commitDecision();
   if (decision < 0) {
     current->status = RunState::Status::Cancelled;
     unwind(current);
@@ -759,7 +760,7 @@ terra::rt::detail::runtimeSymbols() {
   TERRA_RT_DTYPE_SYMBOLS(ui8)
   TERRA_RT_SYMBOL(terra_rt_case)
   TERRA_RT_SYMBOL(terra_rt_loop)
-  TERRA_RT_SYMBOL(terra_rt_await_commit)
+  TERRA_RT_SYMBOL(terra_rt_commit_ready)
   TERRA_RT_SYMBOL(terra_rt_host_call)
   TERRA_RT_SYMBOL(terra_rt_check)
   TERRA_RT_SYMBOL(_mlir_ciface_terra_rt_check_flag)

@@ -119,14 +119,8 @@ bool Channels::waitFetch(int64_t point, uint64_t instance, Tensor &out) {
   };
   if (!ready()) {
     Clock::time_point start = Clock::now();
-    // A graph waiting to commit goes on: the host needs more of it first.
-    ++hostFetchWaiters;
-    events.fetch_add(1, std::memory_order_release);
-    if (graphAwaitsCommit)
-      graphCv.notify_all();
     if (!spinUntil(lock, ready))
       hostCv.wait(lock, ready);
-    --hostFetchWaiters;
     hostStall += Clock::now() - start;
   }
   auto it = fetches.find(point);
@@ -178,33 +172,6 @@ void Channels::waitGraphIdle() {
   hostStall += Clock::now() - start;
 }
 
-int Channels::awaitCommit() {
-  std::unique_lock<std::mutex> lock(mu);
-  auto ready = [&] {
-    return cancelled || hostDone || hostWaitsEnd || hostFetchWaiters > 0;
-  };
-  if (!ready()) {
-    Clock::time_point start = Clock::now();
-    ++graphSpinners;
-    graphWaiting = true;
-    hostCv.notify_all(); // a host in waitGraphIdle may go on
-    bool got = spinUntil(lock, ready);
-    --graphSpinners;
-    if (!got) {
-      graphAwaitsCommit = true;
-      graphCv.wait(lock, ready);
-      graphAwaitsCommit = false;
-    }
-    graphWaiting = !graphWaits.empty() || graphSpinners > 0;
-    graphStall += Clock::now() - start;
-  }
-  if (cancelled)
-    return -1;
-  return hostDone ? 1 : 0;
-}
-
-void Channels::hostAwaitsEnd() { raise(hostWaitsEnd); }
-
 void Channels::raise(bool &flag) {
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -223,6 +190,13 @@ bool Channels::isCancelled() const {
 }
 
 void Channels::finishHost() { raise(hostDone); }
+
+int Channels::commitDecision() const {
+  std::lock_guard<std::mutex> lock(mu);
+  if (cancelled)
+    return -1;
+  return hostDone ? 1 : 0;
+}
 
 bool Channels::hostFinished() const {
   std::lock_guard<std::mutex> lock(mu);

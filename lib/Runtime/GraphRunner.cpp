@@ -123,12 +123,6 @@ void GraphRunner::start(std::shared_ptr<RunState> run) {
 
 std::shared_ptr<RunState> GraphRunner::wait() {
   std::unique_lock<std::mutex> lock(mu);
-  // A graph waiting to write state in place (terra_rt_await_commit) would
-  // wait for this host forever.
-  if (pending)
-    pending->channels.hostAwaitsEnd();
-  if (active)
-    active->channels.hostAwaitsEnd();
   auto ended = [&] { return finished || (!pending && !active); };
   if (!ended() && !spinUntil(lock, events, Channels::spin(), ended))
     cv.wait(lock, ended);

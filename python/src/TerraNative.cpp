@@ -613,6 +613,9 @@ public:
                           live().channels.graphStallSeconds(),
                           live().channels.hostStallSeconds());
   }
+  /// How many values the graph wrote straight into their state's memory
+  /// (-terra-commit-in-place) instead of leaving them to the host's copy.
+  size_t inPlaceCommits() { return live().inPlaceCommits; }
   /// Hands the ended run's buffers to the runner thread, which frees them
   /// while the host goes on (a graph-bound program's graph idles until the
   /// host's next feed: freeing a run's buffers there cost ~0.25 ms per
@@ -996,5 +999,6 @@ PYBIND11_MODULE(_terra_native, m) {
       .def("wait_idle", &Run::waitIdle)
       .def("cancel", &Run::cancel)
       .def("wait", &Run::wait)
+      .def("in_place_commits", &Run::inPlaceCommits)
       .def("retire", &Run::retire);
 }

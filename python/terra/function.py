@@ -104,6 +104,9 @@ class Stats:
     graph_stall_s: float = 0.0
     # Co-executed iterations replayed from a tape to their end (tape.py).
     replayed_iterations: int = 0
+    # State values the graph wrote into the state's memory itself
+    # (-terra-commit-in-place), not copied by the host after the run.
+    commits_in_place: int = 0
     steps: list[dict] = field(default_factory=list)
 
     def as_dict(self, fn: "TerraFunction") -> dict:
@@ -121,6 +124,7 @@ class Stats:
             "graph_exec_s": self.graph_exec_s,
             "graph_stall_s": self.graph_stall_s,
             "replayed_iterations": self.replayed_iterations,
+            "commits_in_place": self.commits_in_place,
             "host_ops": list(fn.host_op_names),
             "graph_loops": sorted(user_line(site) for site in fn.dynamic_loops),
             "relaxed_scalars": sorted(f"{name}.{arg} at {user_line(site)}" for site, name, arg in fn.relaxed),
@@ -745,7 +749,10 @@ class TerraFunction:
         status = ex.run_result or ("cancelled", "", 0.0, 0.0, 0.0)
         _, _, g_exec, g_stall, h_stall = status
         h_stall += ex.end_wait_s
+        in_place = ex.run.in_place_commits() if ex.run is not None and status[0] == "ok" else 0
+        self.stats.commits_in_place += in_place
         step = {"phase": "coexec", "host_exec_s": max(wall - h_stall, 0.0), "host_stall_s": h_stall,
+                "commits_in_place": in_place,
                 "graph_exec_s": g_exec, "graph_stall_s": g_stall,
                 "graph_reads": ex.graph_reads, "host_reads": ex.host_reads,
                 "replayed": ex.fast, "replayed_entries": ex.pos, "backward_macros": ex.backward_macros,

@@ -1,11 +1,10 @@
 """A committed step's new state written by the graph into the state's own
-memory (-terra-commit-in-place, terra_rt_await_commit): the same values as
+memory (-terra-commit-in-place, terra_rt_commit_ready): the same values as
 eager and as the host's copy, the user's tensors keep their memory (views
 of it see each update, as eager's in-place updates show them), and a
-value read inside the step after the update does not deadlock."""
+value read inside the step after the update is the updated one."""
 from __future__ import annotations
 
-import faulthandler
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,17 +14,6 @@ import torch.nn.functional as F
 
 import terra
 from coexec_helpers import batches, compare, mlp, sgd_program
-
-
-@contextmanager
-def no_hang(seconds: int = 300):
-    """Ends the process with every thread's stack if the body hangs (a
-    graph and a host waiting for each other)."""
-    faulthandler.dump_traceback_later(seconds, exit=True)
-    try:
-        yield
-    finally:
-        faulthandler.cancel_dump_traceback_later()
 
 
 @contextmanager
@@ -43,20 +31,23 @@ def commit_in_place(on: bool):
 
 def test_sgd_momentum_writes_every_state_in_place_like_eager(tmp_path: Path) -> None:
     make = sgd_program(momentum=0.9)
-    with no_hang():
-        compare(make, batches(12), max_fallbacks=0)
+    # Serialized, the graph runs once the host has finished each step: it
+    # always writes in place. Concurrent, only when the graph gets to the
+    # update after the host has finished; else the host copies.
+    stats = compare(make, batches(12), max_fallbacks=0, serialized=True)
+    assert stats["commits_in_place"] >= 6 * stats["coexec_iterations"] > 0, stats
+    compare(make, batches(12), max_fallbacks=0)
     # The compiled graph waits for the host before writing the new state,
     # and writes all of it (parameters, gradients, momenta) in place.
     torch.manual_seed(0)
     step, model, opt = make()
     fn = terra.function(step, cache_dir=None)
-    with no_hang():
-        for x, y in batches(6):
-            fn(x, y)
-            fn.wait_compiled()
+    for x, y in batches(6):
+        fn(x, y)
+        fn.wait_compiled()
     paths = terra.explain(fn, str(tmp_path))
     lowered = Path(paths["4-llvm.mlir"]).read_text()
-    assert "terra_rt_await_commit" in lowered
+    assert "terra_rt_commit_ready" in lowered
     names = len(list(model.parameters()))
     assert lowered.count("terra_rt_fetch_state_f32") >= 3 * names, lowered.count("terra_rt_fetch_state_f32")
 
@@ -69,13 +60,14 @@ def test_in_place_and_copied_commits_agree_and_keep_the_users_memory() -> None:
         ptrs = [p.data_ptr() for p in model.parameters()]
         # A NumPy view of a weight: eager's in-place updates show in it.
         view = model[0].weight.detach().numpy()
-        fn = terra.function(step, cache_dir=None)
-        with commit_in_place(on), no_hang():
+        fn = terra.function(step, cache_dir=None, serialized=True)
+        with commit_in_place(on):
             for x, y in batches(10):
                 fn(x, y)
                 fn.wait_compiled()
         stats = terra.stats(fn)
         assert stats["fallbacks"] == 0 and stats["coexec_iterations"] >= 4, stats
+        assert (stats["commits_in_place"] > 0) == on, stats
         assert [p.data_ptr() for p in model.parameters()] == ptrs
         assert torch.equal(torch.from_numpy(view), model[0].weight.detach())
         results.append([t.detach().clone() for t in model.parameters()]
@@ -85,10 +77,10 @@ def test_in_place_and_copied_commits_agree_and_keep_the_users_memory() -> None:
         assert torch.equal(a, b)
 
 
-def test_a_value_read_after_the_update_inside_the_step_does_not_deadlock() -> None:
-    # The host needs the updated weight's sum inside the step: the graph,
-    # waiting to write the state in place, goes on without (into its own
-    # buffers) so the host gets the value; the result is eager's.
+def test_a_value_read_after_the_update_inside_the_step_is_the_updated_one() -> None:
+    # The host needs the updated weight's sum inside the step, so the graph
+    # gets to the update before the host has finished: it computes into its
+    # own buffers and the host copies them; the result is eager's.
     def make() -> tuple:
         model = mlp()
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
@@ -101,9 +93,9 @@ def test_a_value_read_after_the_update_inside_the_step_does_not_deadlock() -> No
             print(f"{model[0].weight.sum().item():.5f}")
             return loss
         return step, model, opt
-    with no_hang():
-        stats = compare(make, batches(10), max_fallbacks=0)
-    assert stats["coexec_iterations"] >= 4, stats
+    for serialized in (False, True):
+        stats = compare(make, batches(10), max_fallbacks=0, serialized=serialized)
+        assert stats["coexec_iterations"] >= 4, stats
 
 
 def test_a_gradient_read_before_the_step_ends_every_few_steps() -> None:
@@ -124,5 +116,5 @@ def test_a_gradient_read_before_the_step_ends_every_few_steps() -> None:
                 print(f"{model[2].bias.grad.norm().item():.5f}")
             return loss
         return step, model, opt
-    with no_hang():
-        compare(make, batches(14), max_fallbacks=2)
+    for serialized in (False, True):
+        compare(make, batches(14), max_fallbacks=2, serialized=serialized)

@@ -141,58 +141,17 @@ TEST(Runtime, BFloat16TruncationRoundsToNearestEven) {
   EXPECT_EQ(bits(terra_truncdfbf2(1.00390625)), 0x3f80);
 }
 
-TEST(Channels, AwaitCommitReturnsOnceTheHostHasFinished) {
+TEST(Channels, CommitIsReadyExactlyOnceTheHostHasFinished) {
+  // terra_rt_commit_ready never waits: before the host finished, the graph
+  // writes the new state into its own buffers (the host copies them).
   Channels ch;
-  Channels::setSpin(std::chrono::nanoseconds(0));
-  std::thread host([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    ch.finishHost();
-  });
-  EXPECT_EQ(ch.awaitCommit(), 1); // blocked until the host finished
-  host.join();
-  EXPECT_EQ(ch.awaitCommit(), 1); // and at once afterwards
-  Channels::setSpin(std::chrono::milliseconds(1));
-}
-
-TEST(Channels, AwaitCommitGivesUpWhenTheHostWaitsForAFetch) {
-  // The host needs a value the graph computes after the wait: the graph
-  // must go on (without writing state in place) instead of deadlocking.
-  for (int64_t spinNs : {0, 1000000}) {
-    Channels ch;
-    Channels::setSpin(std::chrono::nanoseconds(spinNs));
-    std::thread graph([&] {
-      EXPECT_EQ(ch.awaitCommit(), 0);
-      ch.publishFetch(4, scalarF32(2));
-    });
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    Tensor t;
-    ASSERT_TRUE(ch.waitFetch(4, 1, t));
-    EXPECT_EQ(at(t, 0), 2);
-    graph.join();
-  }
-  Channels::setSpin(std::chrono::milliseconds(1));
-}
-
-TEST(Channels, AwaitCommitGivesUpWhenTheHostWaitsForTheEnd) {
-  // A tool that sends everything up front and waits for the run's end
-  // (terra-run) never finishes the iteration: no deadlock, no in place.
-  Channels ch;
-  Channels::setSpin(std::chrono::nanoseconds(0));
-  std::thread graph([&] { EXPECT_EQ(ch.awaitCommit(), 0); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ch.hostAwaitsEnd();
-  graph.join();
-  Channels::setSpin(std::chrono::milliseconds(1));
-}
-
-TEST(Channels, AwaitCommitFailsWhenCancelledAndWakesAnIdleWaiter) {
-  Channels ch;
-  Channels::setSpin(std::chrono::nanoseconds(0));
-  std::thread graph([&] { EXPECT_EQ(ch.awaitCommit(), -1); });
-  ch.waitGraphIdle(); // the parked graph counts as idle (serialized mode)
+  EXPECT_EQ(ch.commitDecision(), 0);
+  ch.publishFetch(1, scalarF32(1));
+  EXPECT_EQ(ch.commitDecision(), 0);
+  ch.finishHost();
+  EXPECT_EQ(ch.commitDecision(), 1);
   ch.cancel();
-  graph.join();
-  Channels::setSpin(std::chrono::milliseconds(1));
+  EXPECT_EQ(ch.commitDecision(), -1);
 }
 
 TEST(Channels, FetchReadyIsTrueExactlyWhenAWaitWouldNotBlock) {

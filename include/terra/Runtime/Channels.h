@@ -57,23 +57,18 @@ public:
   /// loop condition) or has ended (serialized execution).
   void waitGraphIdle();
 
-  /// The graph's wait before it writes a committed iteration's new state
-  /// into the state's memory (terra_rt_await_commit): 1 once the host has
-  /// finished the iteration (it can no longer deviate), 0 as soon as the
-  /// host waits for a fetch the graph has not published (it needs more of
-  /// the graph first: the graph goes on without writing the state), -1 when
-  /// the run is cancelled.
-  int awaitCommit();
-  /// The host waits for the run to end without having finished the
-  /// iteration (a tool that sent everything up front): a commit wait gives
-  /// up (0) instead of blocking forever.
-  void hostAwaitsEnd();
-
   /// The host has sent everything it will send this iteration (it
   /// validated the iteration's end): a graph wait for a value not sent by
   /// then fails at once instead of blocking forever.
   void finishHost();
   bool hostFinished() const;
+
+  /// Whether the graph may write a committed iteration's new state into the
+  /// state's memory now (terra_rt_commit_ready), without waiting: 1 once
+  /// the host has finished the iteration (it can no longer deviate, so the
+  /// old state is never needed again), 0 before, -1 when the run is
+  /// cancelled.
+  int commitDecision() const;
 
   /// Wakes every waiter on both sides; later waits fail at once.
   void cancel();
@@ -133,10 +128,7 @@ private:
   std::map<int64_t, std::deque<bool>> loops;
   std::map<int64_t, std::vector<Tensor>> fetches;
   bool cancelled = false, closed = false, hostDone = false;
-  bool hostWaitsEnd = false; ///< See hostAwaitsEnd.
   bool graphWaiting = false; ///< The graph is waiting in a receive.
-  bool graphAwaitsCommit = false; ///< Blocked in awaitCommit.
-  int hostFetchWaiters = 0;       ///< Host waits for unpublished fetches.
   int graphSpinners = 0;     ///< Graph receives in their spin phase.
   /// Moves on every change a waiter may be waiting for (a value sent or
   /// published, a flag raised); spinning waits poll it without the mutex.

@@ -142,6 +142,9 @@ public:
   };
   std::vector<DonatedSpan> donatedSpans;
   bool donatedSpansBuilt = false;
+  /// Values the graph wrote into their state's memory this run (published
+  /// by terra_rt_fetch_state_* without a copy).
+  size_t inPlaceCommits = 0;
   /// The check flag of this run (terra_rt_check_flag): 0, or the index + 1
   /// of the message of a guard that failed inside a kernel. Read after
   /// each wait for the run's stream (detail::checkDevice).
