@@ -250,6 +250,11 @@ struct TerraCommitInPlacePass
       });
       if (!first || !writesBuffer(first, buf, rootedAt))
         continue;
+      // A fetch or buffer in a loop: every trip's value would be the
+      // state's one memory, and each published instance would show the
+      // last.
+      if (unitOf(c.fetch) != c.fetch || unitOf(c.alloc) != c.alloc)
+        continue;
       bool ok = true;
       for (Operation *r : readers) {
         if (r == first && unitOf(first) == first &&

@@ -129,3 +129,39 @@ func.func @check_after_update(%ok: i1) {
   call @terra_rt_fetch_f32(%c1, %u) {terra.updates_state = 0 : i64} : (i64, memref<*xf32>) -> ()
   return
 }
+
+// -----
+
+#id = affine_map<(i) -> (i)>
+func.func private @terra_rt_state_contiguous_f32(i64, i64) -> memref<*xf32> attributes {llvm.emit_c_interface}
+func.func private @terra_rt_fetch_f32(i64, memref<*xf32>) attributes {llvm.emit_c_interface}
+
+// A value fetched on every trip of a loop: each instance needs its own
+// buffer (one state memory would show every instance the last trip's).
+// CHECK-LABEL: func.func @fetched_in_a_loop
+// CHECK-NOT:     terra_rt_commit_ready
+func.func @fetched_in_a_loop() {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %i0 = arith.constant 0 : index
+  %i1 = arith.constant 1 : index
+  %i3 = arith.constant 3 : index
+  %s = call @terra_rt_state_contiguous_f32(%c0, %c1) : (i64, i64) -> memref<*xf32>
+  %p = memref.cast %s : memref<*xf32> to memref<4xf32>
+  %t = memref.alloc() {alignment = 64 : i64} : memref<4xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]} ins(%p : memref<4xf32>) outs(%t : memref<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  }
+  scf.for %k = %i0 to %i3 step %i1 {
+    %new = memref.alloc() {alignment = 64 : i64} : memref<4xf32>
+    linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]} ins(%t : memref<4xf32>) outs(%new : memref<4xf32>) {
+    ^bb0(%a: f32, %o: f32):
+      %d = arith.addf %a, %a : f32
+      linalg.yield %d : f32
+    }
+    %u = memref.cast %new : memref<4xf32> to memref<*xf32>
+    func.call @terra_rt_fetch_f32(%c1, %u) {terra.updates_state = 0 : i64} : (i64, memref<*xf32>) -> ()
+  }
+  return
+}
