@@ -440,7 +440,9 @@ def TerraCommitInPlace : Pass<"terra-commit-in-place", "mlir::ModuleOp"> {
     access, and only after every op that can still fail (a runtime check, a
     host op, a state read), so a run that writes in place cannot fail and
     leave a half-written state. Receives after it never block: the host has
-    sent everything. The runtime keeps the rest sound
+    sent everything. A feed's shape guard (`terra.feed_guard`) does not
+    count: the runtime checks each feed against `terra.feed_types` as the
+    host sends it and answers false after a mismatch. The runtime keeps the rest sound
     (`terra.donated_states` lists the states): a feed, host op result or
     other state whose memory overlaps a donated state's is given to the
     graph as a copy, so no other buffer of the graph aliases it.

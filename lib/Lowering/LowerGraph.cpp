@@ -56,23 +56,24 @@ private:
   /// when the check fails: an unconditional call per element cost a gather
   /// of 131072 elements (Faster R-CNN's RoI features) a call each, and
   /// nothing can move a call out of the loop.
-  void emitCheck(OpBuilder &b, Location loc, Value ok, StringAttr message) {
+  func::CallOp emitCheck(OpBuilder &b, Location loc, Value ok,
+                         StringAttr message) {
     func::FuncOp f =
         declare(kRuntimeCheck, {b.getI1Type(), b.getI64Type()}, {}, false);
     int64_t id = assertMessages.size();
     assertMessages.push_back(message);
     Operation *parent = b.getInsertionBlock()->getParentOp();
     if (!isa<linalg::LinalgOp>(parent) &&
-        !parent->getParentOfType<linalg::LinalgOp>()) {
-      func::CallOp::create(b, loc, f, ValueRange{ok, i64(b, loc, id)});
-      return;
-    }
+        !parent->getParentOfType<linalg::LinalgOp>())
+      return func::CallOp::create(b, loc, f, ValueRange{ok, i64(b, loc, id)});
     Value failed = arith::XOrIOp::create(
         b, loc, ok, arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
+    func::CallOp call;
     scf::IfOp::create(b, loc, failed, [&](OpBuilder &nb, Location l) {
-      func::CallOp::create(nb, l, f, ValueRange{ok, i64(nb, l, id)});
+      call = func::CallOp::create(nb, l, f, ValueRange{ok, i64(nb, l, id)});
       scf::YieldOp::create(nb, l);
     });
+    return call;
   }
 
   /// A call returning an unranked memref, cast to `type` and wrapped as a
@@ -83,7 +84,7 @@ private:
   /// `what`), since the cast below would take any.
   Value receiveTensor(OpBuilder &b, Location loc, StringRef prefix,
                       RankedTensorType type, ValueRange args, const Twine &what,
-                      bool contiguous = false) {
+                      bool contiguous = false, func::CallOp *guard = nullptr) {
     Type et = type.getElementType();
     auto unranked = UnrankedMemRefType::get(et, 0);
     SmallVector<Type> argTypes(args.getTypes());
@@ -112,8 +113,11 @@ private:
         else
           os << size;
       });
-      emitCheck(b, loc, ok,
-                b.getStringAttr(what + ": expected shape [" + shape + "]"));
+      func::CallOp check =
+          emitCheck(b, loc, ok,
+                    b.getStringAttr(what + ": expected shape [" + shape + "]"));
+      if (guard)
+        *guard = check;
     }
     // Otherwise host tensors may be strided views: accept any strides and
     // offset.
@@ -158,6 +162,10 @@ public:
   SmallVector<Attribute> stateNames;
   /// Messages of runtime guards, indexed by the id passed to terra_rt_check.
   SmallVector<Attribute> assertMessages;
+  /// Each feed point's type (null when it has two), and the shape guards
+  /// of its receives.
+  llvm::MapVector<int64_t, RankedTensorType> feedTypes;
+  SmallVector<std::pair<int64_t, func::CallOp>> feedGuards;
 };
 
 LogicalResult GraphLowering::run(GraphOp graph) {
@@ -186,10 +194,19 @@ LogicalResult GraphLowering::run(GraphOp graph) {
     if (auto feed = dyn_cast<FeedOp>(op)) {
       auto type = cast<RankedTensorType>(feed.getType());
       int64_t id = feed.getId().value_or(0);
+      func::CallOp guard;
       Value t = receiveTensor(b, loc, kRuntimeFeed, type,
                               {i64(b, loc, id), i64(b, loc, type.getRank())},
-                              "feed " + Twine(id), contiguousInputs);
+                              "feed " + Twine(id), contiguousInputs, &guard);
       feed.replaceAllUsesWith(t);
+      // The feed's type, which the runtime also checks as the host sends
+      // it (Channels::sendFeed): the guard then cannot fail once the host
+      // has finished (-terra-commit-in-place).
+      auto [it, inserted] = feedTypes.try_emplace(id, type);
+      if (!inserted && it->second != type)
+        it->second = nullptr; // two types for one point: not checked early
+      if (guard)
+        feedGuards.push_back({id, guard});
     } else if (auto fetch = dyn_cast<FetchOp>(op)) {
       func::CallOp call =
           sendTensor(b, loc, kRuntimeFetch,
@@ -281,6 +298,26 @@ struct LowerGraphPass
     module->setAttr("terra.host_ops", b.getArrayAttr(lowering.hostOps));
     module->setAttr("terra.states", b.getArrayAttr(lowering.stateNames));
     module->setAttr("terra.asserts", b.getArrayAttr(lowering.assertMessages));
+    // Each feed point's element type and shape (-1: dynamic), which the
+    // runtime checks as the host sends a value; the guards of points with
+    // one type are marked `terra.feed_guard`: they cannot fail once the
+    // host has sent everything (-terra-commit-in-place).
+    SmallVector<Attribute> feedTypes;
+    for (auto &[id, type] : lowering.feedTypes) {
+      if (!type)
+        continue;
+      SmallVector<int64_t> shape;
+      for (int64_t d : type.getShape())
+        shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
+      feedTypes.push_back(b.getArrayAttr(
+          {b.getI64IntegerAttr(id),
+           b.getStringAttr(runtimeDTypeSuffix(type.getElementType())),
+           b.getDenseI64ArrayAttr(shape)}));
+    }
+    module->setAttr("terra.feed_types", b.getArrayAttr(feedTypes));
+    for (auto &[id, call] : lowering.feedGuards)
+      if (lowering.feedTypes.lookup(id))
+        call->setAttr("terra.feed_guard", b.getUnitAttr());
     // The same messages in the compiled code, for graphs run without the
     // module (compiled ahead of time, tools/terra-run-object): each
     // NUL-terminated, an empty one last.

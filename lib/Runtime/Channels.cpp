@@ -43,6 +43,19 @@ void Channels::send(std::map<int64_t, std::deque<T>> &queues, int64_t point,
 }
 
 void Channels::sendFeed(int64_t point, Tensor value) {
+  if (feedTypes) {
+    auto it = feedTypes->find(point);
+    bool ok = it == feedTypes->end() ||
+              (value.dtype == it->second.dtype &&
+               value.sizes.size() == it->second.sizes.size());
+    for (size_t d = 0; ok && it != feedTypes->end() && d < value.sizes.size();
+         ++d)
+      ok = it->second.sizes[d] < 0 || it->second.sizes[d] == value.sizes[d];
+    if (!ok) {
+      std::lock_guard<std::mutex> lock(mu);
+      feedMismatch = true;
+    }
+  }
   send(feeds, point, std::move(value));
 }
 
@@ -195,7 +208,7 @@ int Channels::commitDecision() const {
   std::lock_guard<std::mutex> lock(mu);
   if (cancelled)
     return -1;
-  return hostDone ? 1 : 0;
+  return hostDone && !feedMismatch ? 1 : 0;
 }
 
 bool Channels::hostFinished() const {

@@ -304,6 +304,20 @@ std::unique_ptr<CompiledGraph> CompiledGraph::compile(ModuleOp module,
       }
       g->hostOpInfo.push_back(std::move(info));
     }
+  if (auto feeds = module->getAttrOfType<ArrayAttr>("terra.feed_types"))
+    for (Attribute a : feeds) {
+      auto entry = dyn_cast<ArrayAttr>(a);
+      if (!entry || entry.size() != 3)
+        continue;
+      auto id = dyn_cast<IntegerAttr>(entry[0]);
+      auto dtype = dyn_cast<StringAttr>(entry[1]);
+      auto sizes = dyn_cast<DenseI64ArrayAttr>(entry[2]);
+      DType parsed;
+      if (id && dtype && sizes && parseDType(dtype.getValue().str(), parsed))
+        g->feeds[id.getInt()] =
+            FeedType{parsed, std::vector<int64_t>(sizes.asArrayRef().begin(),
+                                                  sizes.asArrayRef().end())};
+    }
   if (auto donated = module->getAttrOfType<ArrayAttr>("terra.donated_states"))
     for (Attribute a : donated)
       g->donated.push_back(cast<IntegerAttr>(a).getInt());

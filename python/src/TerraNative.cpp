@@ -673,6 +673,7 @@ public:
                             " states, " + std::to_string(states.size()) +
                             " given");
     auto state = std::make_shared<RunState>();
+    state->channels.setFeedTypes(&graph->feedTypes());
     if (device.fake)
       state->memory = fakeDeviceMemory();
     else if (device.onDevice)

@@ -118,3 +118,29 @@ def test_a_gradient_read_before_the_step_ends_every_few_steps() -> None:
         return step, model, opt
     for serialized in (False, True):
         compare(make, batches(14), max_fallbacks=2, serialized=serialized)
+
+
+def test_adam_with_foreach_lists_writes_its_gradients_in_place_too() -> None:
+    # Adam's foreach path feeds its per-parameter bias corrections as lists
+    # (a [4] tensor each) after backward has accumulated the gradients, so
+    # the lists' shape guards come after the gradients' writes. The runtime
+    # checks each feed as the host sends it, which lets the gradients (not
+    # only the parameters) go in place. (The moments are created by the
+    # first step: a branch of the graph yields fresh tensors for them, so
+    # they are not tied to their states' memory.)
+    make = sgd_program(optimizer=torch.optim.Adam, lr=0.01, foreach=True)
+    stats = compare(make, batches(10), max_fallbacks=0, serialized=True)
+    assert stats["commits_in_place"] > 0, stats
+    names = 4  # two linear layers: weights and biases
+    per_step = [s.get("commits_in_place", 0) for s in stats_steps(make)]
+    assert max(per_step) >= 2 * names, per_step
+
+
+def stats_steps(make) -> list:
+    torch.manual_seed(0)
+    step, model, opt = make()
+    fn = terra.function(step, cache_dir=None, serialized=True)
+    for x, y in batches(10):
+        fn(x, y)
+        fn.wait_compiled()
+    return terra.stats(fn)["steps"]

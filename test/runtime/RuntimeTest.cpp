@@ -154,6 +154,24 @@ TEST(Channels, CommitIsReadyExactlyOnceTheHostHasFinished) {
   EXPECT_EQ(ch.commitDecision(), -1);
 }
 
+TEST(Channels, ACommitIsNotReadyAfterAFeedOfAnotherType) {
+  // A feed the graph's shape guard will reject: no state may be written
+  // in place before that guard fails the run.
+  std::map<int64_t, FeedType> types{{3, {DType::F32, {-1, 2}}}};
+  Channels ok, bad, badRank;
+  for (Channels *ch : {&ok, &bad, &badRank})
+    ch->setFeedTypes(&types);
+  ok.sendFeed(3, Tensor::empty(DType::F32, {5, 2}));
+  ok.sendFeed(9, Tensor::empty(DType::I64, {1})); // a point not listed
+  bad.sendFeed(3, Tensor::empty(DType::F32, {5, 3}));
+  badRank.sendFeed(3, Tensor::empty(DType::F32, {10}));
+  for (Channels *ch : {&ok, &bad, &badRank})
+    ch->finishHost();
+  EXPECT_EQ(ok.commitDecision(), 1);
+  EXPECT_EQ(bad.commitDecision(), 0);
+  EXPECT_EQ(badRank.commitDecision(), 0);
+}
+
 TEST(Channels, FetchReadyIsTrueExactlyWhenAWaitWouldNotBlock) {
   Channels ch;
   EXPECT_FALSE(ch.fetchReady(3, 1));

@@ -25,8 +25,20 @@
 
 namespace terra::rt {
 
+/// The type a graph expects at a feed point (`terra.feed_types`): element
+/// type and sizes, -1 for a dynamic one.
+struct FeedType {
+  DType dtype;
+  std::vector<int64_t> sizes;
+};
+
 class Channels {
 public:
+  /// The graph's feed types, checked as the host sends each feed (see
+  /// commitDecision); null: none checked. Owned by the graph.
+  void setFeedTypes(const std::map<int64_t, FeedType> *types) {
+    feedTypes = types;
+  }
   // Host side.
   void sendFeed(int64_t point, Tensor value);
   void sendCase(int64_t point, uint32_t index);
@@ -66,7 +78,9 @@ public:
   /// Whether the graph may write a committed iteration's new state into the
   /// state's memory now (terra_rt_commit_ready), without waiting: 1 once
   /// the host has finished the iteration (it can no longer deviate, so the
-  /// old state is never needed again), 0 before, -1 when the run is
+  /// old state is never needed again) and every feed it sent had the type
+  /// the graph expects (so no feed guard after this point can fail the
+  /// run), 0 before or after a mismatching feed, -1 when the run is
   /// cancelled.
   int commitDecision() const;
 
@@ -128,6 +142,9 @@ private:
   std::map<int64_t, std::deque<bool>> loops;
   std::map<int64_t, std::vector<Tensor>> fetches;
   bool cancelled = false, closed = false, hostDone = false;
+  /// A feed whose type differs from the graph's (its guard will fail).
+  bool feedMismatch = false;
+  const std::map<int64_t, FeedType> *feedTypes = nullptr;
   bool graphWaiting = false; ///< The graph is waiting in a receive.
   int graphSpinners = 0;     ///< Graph receives in their spin phase.
   /// Moves on every change a waiter may be waiting for (a value sent or

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -177,6 +178,9 @@ public:
                                                 std::string &error);
 
   const std::vector<std::string> &stateNames() const { return states; }
+  /// The type expected at each feed point (`terra.feed_types`), for
+  /// Channels::setFeedTypes.
+  const std::map<int64_t, FeedType> &feedTypes() const { return feeds; }
   const std::vector<HostOpInfo> &hostOps() const { return hostOpInfo; }
   bool loadedFromCache() const { return cached; }
   double compileSeconds() const { return seconds; }
@@ -192,6 +196,7 @@ private:
   std::vector<HostOpInfo> hostOpInfo;
   std::vector<std::string> asserts;
   std::vector<int64_t> donated;
+  std::map<int64_t, FeedType> feeds;
   bool cached = false;
   double seconds = 0;
   struct ObjectJit;

@@ -165,3 +165,36 @@ func.func @fetched_in_a_loop() {
   }
   return
 }
+
+// -----
+
+#id = affine_map<(i) -> (i)>
+func.func private @terra_rt_state_contiguous_f32(i64, i64) -> memref<*xf32> attributes {llvm.emit_c_interface}
+func.func private @terra_rt_fetch_f32(i64, memref<*xf32>) attributes {llvm.emit_c_interface}
+func.func private @terra_rt_check(i1, i64)
+
+// A feed's shape guard after the update (Adam's per-parameter bias
+// corrections, fed as a list): the runtime checks feeds as the host sends
+// them and answers no after a mismatch, so the guard cannot fail once the
+// answer is yes.
+// CHECK-LABEL: module attributes {terra.donated_states = [0]}
+// CHECK-LABEL: func.func @feed_guard_after_update
+// CHECK:         call @terra_rt_commit_ready
+// CHECK:         call @terra_rt_check(%{{.*}}, %{{.*}}) {terra.feed_guard}
+// CHECK:         call @terra_rt_fetch_state_f32
+func.func @feed_guard_after_update(%ok: i1) {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %s = call @terra_rt_state_contiguous_f32(%c0, %c1) : (i64, i64) -> memref<*xf32>
+  %p = memref.cast %s : memref<*xf32> to memref<4xf32>
+  %new = memref.alloc() {alignment = 64 : i64} : memref<4xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]} ins(%p : memref<4xf32>) outs(%new : memref<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %d = arith.addf %a, %a : f32
+    linalg.yield %d : f32
+  }
+  call @terra_rt_check(%ok, %c0) {terra.feed_guard} : (i1, i64) -> ()
+  %u = memref.cast %new : memref<4xf32> to memref<*xf32>
+  call @terra_rt_fetch_f32(%c1, %u) {terra.updates_state = 0 : i64} : (i64, memref<*xf32>) -> ()
+  return
+}

@@ -7,7 +7,7 @@
 // the strided form.
 // RUN: terra-opt %s -terra-convert-to-linalg -terra-lower-graph=contiguous-inputs=true | FileCheck %s --check-prefix=CONTIG
 
-// CHECK-LABEL: module attributes {terra.asserts = ["state 'fc.weight': expected shape [4]"], terra.host_ops = [{args = {k = 3 : i64}, name = "aten.unknown_op"}], terra.states = ["fc.weight"]}
+// CHECK-LABEL: module attributes {terra.asserts = ["state 'fc.weight': expected shape [4]"], terra.feed_types = {{\[\[}}1, "f32", array<i64: -1>]], terra.host_ops = [{args = {k = 3 : i64}, name = "aten.unknown_op"}], terra.states = ["fc.weight"]}
 // The check messages also travel in the code, for graphs compiled ahead of
 // time: NUL-terminated, an empty one last.
 // CHECK:       memref.global "public" constant @terra_check_messages : memref<39xi8> = dense<[115, 116, {{.*}}, 93, 0, 0]>
