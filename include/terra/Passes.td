@@ -435,9 +435,11 @@ def TerraCommitInPlace : Pass<"terra-commit-in-place", "mlir::ModuleOp"> {
     before the question, and nothing reads the state's old value after the
     first access of the buffer (in program order; a loop counts as a
     whole), except that access itself when it is an elementwise linalg op
-    reading the state at the position it writes (`p = p - lr * g`). The
-    question goes into the function's entry block before the first such
-    access, and only after every op that can still fail (a runtime check, a
+    reading the state at the position it writes (`p = p - lr * g`). Each
+    value's question goes into the function's entry block right before the
+    op holding its buffer's first use (as late as possible: a gradient asks
+    during backward, a parameter at the optimizer's update), and only after
+    every op that can still fail (a runtime check, a
     host op, a state read), so a run that writes in place cannot fail and
     leave a half-written state. Receives after it never block: the host has
     sent everything. A feed's shape guard (`terra.feed_guard`) does not

@@ -18,10 +18,11 @@
 // -terra-lower-graph), its buffer is an allocation of the state's type,
 // and nothing reads the state's old value after the first write of the
 // buffer, except that first write itself when it is an elementwise linalg
-// op reading the state at the position it writes (`p = p - lr * g`). The
-// question goes before the first such write, after every op that can
-// still fail (a runtime check, a host op, a state read): past it, the run
-// cannot fail, so the host never sees a half-written state.
+// op reading the state at the position it writes (`p = p - lr * g`). Each
+// value's question goes right before the entry-block op holding its
+// buffer's first use, after every op that can still fail (a runtime
+// check other than a feed's shape guard, a host op, a state read): past
+// it, the run cannot fail, so the host never sees a half-written state.
 //
 //===----------------------------------------------------------------------===//
 #include "BufferWrites.h"
@@ -115,6 +116,8 @@ struct Candidate {
   Operation *update = nullptr;
   unsigned updateInit = 0;
   SmallVector<unsigned> stateInputs;
+  Value flag;              ///< The answer of the question asked for it.
+  Operation *at = nullptr; ///< The entry-block op its question precedes.
 };
 
 struct TerraCommitInPlacePass
@@ -291,39 +294,43 @@ struct TerraCommitInPlacePass
       if ((call && mayFail(call)) || isa<cf::AssertOp>(op))
         lastUnsafe = std::max<int64_t>(lastUnsafe, position[topOf(op)]);
     });
-    // Drop candidates whose first write comes too early, or whose buffer
-    // is used before the question would be (a view made earlier), until the
-    // rest agree on a place.
-    Operation *at = nullptr;
-    for (bool changed = true; changed;) {
-      changed = false;
-      llvm::erase_if(accepted, [&](const Candidate &c) {
-        return int64_t(position[c.top]) <= lastUnsafe;
-      });
-      if (accepted.empty())
-        return;
-      at = accepted.front().top;
-      for (const Candidate &c : accepted)
-        if (position[c.top] < position[at])
-          at = c.top;
-      size_t before = accepted.size();
-      llvm::erase_if(accepted, [&](const Candidate &c) {
-        for (Operation *user : c.alloc->getUsers())
-          if (position[topOf(user)] < position[at])
-            return true;
-        return false;
-      });
-      changed = accepted.size() != before;
+    // Each candidate's question goes before the entry-block op holding its
+    // buffer's first use (a view of it may come before the first access);
+    // drop those whose question would come before an op that can fail.
+    for (Candidate &c : accepted) {
+      c.at = c.top;
+      for (Operation *user : c.alloc->getUsers())
+        if (position[topOf(user)] < position[c.at])
+          c.at = topOf(user);
     }
+    llvm::erase_if(accepted, [&](const Candidate &c) {
+      return int64_t(position[c.at]) <= lastUnsafe;
+    });
     if (accepted.empty())
       return;
 
-    OpBuilder b(at);
-    Location loc = at->getLoc();
-    func::FuncOp ready = declare(module, terra::kRuntimeCommitReady,
-                                 b.getFunctionType({}, b.getI1Type()));
-    Value flag = func::CallOp::create(b, loc, ready, ValueRange{}).getResult(0);
+    // One question right before each entry-block op holding first accesses:
+    // asked as late as possible, it says yes more often (gradients are
+    // accumulated long before the optimizer's update, when the host is
+    // rarely done yet; the parameters' update comes last).
+    OpBuilder b(module.getContext());
+    func::FuncOp ready =
+        declare(module, terra::kRuntimeCommitReady,
+                FunctionType::get(module.getContext(), {}, b.getI1Type()));
+    llvm::DenseMap<Operation *, Value> asked;
     for (Candidate &c : accepted) {
+      Value &flag = asked[c.at];
+      if (!flag) {
+        b.setInsertionPoint(c.at);
+        flag = func::CallOp::create(b, c.at->getLoc(), ready, ValueRange{})
+                   .getResult(0);
+      }
+      c.flag = flag;
+    }
+    for (Candidate &c : accepted) {
+      b.setInsertionPoint(c.at);
+      Location loc = c.at->getLoc();
+      Value flag = c.flag;
       MemRefType type = c.alloc.getType();
       Value stateMemRef = c.stateMemRef;
       if (!stateMemRef) {
@@ -384,7 +391,7 @@ struct TerraCommitInPlacePass
     llvm::SmallPtrSet<Operation *, 8> split;
     for (Candidate &c : accepted)
       if (c.update && split.insert(c.update).second)
-        splitUpdate(c, flag);
+        splitUpdate(c, c.flag);
   }
 
   /// Whether `op` writes `buf` (or may write any buffer).
