@@ -235,27 +235,43 @@ struct TerraCommitInPlacePass
       c = Candidate{fetch, state, alloc, stateMemRef, reshape, stateCall};
     }
 
+    // One walk: each candidate buffer's first use (views aside) and, per
+    // state, the ops reading it, in program order.
+    llvm::DenseMap<Value, int64_t> candidateOf; // allocation -> state
+    for (auto &[state, c] : byState)
+      if (c.fetch)
+        candidateOf.try_emplace(c.alloc.getResult(), state);
+    llvm::DenseMap<int64_t, Operation *> firstUse;
+    llvm::DenseMap<int64_t, SmallVector<Operation *>> readersOf;
+    func.walk<WalkOrder::PreOrder>([&](Operation *op) {
+      if (isView(op) || isa<memref::AllocOp>(op))
+        return;
+      llvm::SmallSetVector<int64_t, 4> touched, read;
+      for (Value v : op->getOperands()) {
+        if (!isMemRef(v))
+          continue;
+        for (Value r : roots.of(v)) {
+          if (auto it = candidateOf.find(r); it != candidateOf.end())
+            touched.insert(it->second);
+          if (auto it = stateRoots.find(r); it != stateRoots.end())
+            read.insert(it->second);
+        }
+      }
+      for (int64_t state : touched)
+        firstUse.try_emplace(state, op);
+      for (int64_t state : read)
+        readersOf[state].push_back(op);
+    });
+
     SmallVector<Candidate> accepted;
     llvm::DenseSet<Operation *> allocsTaken;
     for (auto &[state, c] : byState) {
-      if (!c.fetch || !allocsTaken.insert(c.alloc).second)
+      if (!c.fetch || !allocsTaken.insert(c.alloc).second ||
+          candidateOf.lookup(c.alloc.getResult()) != state)
         continue;
       Value buf = c.alloc.getResult();
-      Operation *first = nullptr;
-      SmallVector<Operation *> readers;
-      func.walk<WalkOrder::PreOrder>([&](Operation *op) {
-        if (isView(op) || op == c.alloc)
-          return;
-        bool touches = false, reads = false;
-        for (Value v : op->getOperands()) {
-          touches |= rootedAt(v, buf);
-          reads |= rootedAtState(v, state);
-        }
-        if (touches && !first)
-          first = op;
-        if (reads)
-          readers.push_back(op);
-      });
+      Operation *first = firstUse.lookup(state);
+      ArrayRef<Operation *> readers = readersOf[state];
       if (!first || !writesBuffer(first, buf, rootedAt))
         continue;
       // A fetch or buffer in a loop: every trip's value would be the
