@@ -212,24 +212,38 @@ bool overlapsDonated(RunState *run, const Tensor &t, int64_t self = -1) {
   };
   if (!run->donatedSpansBuilt) {
     run->donatedSpansBuilt = true;
+    run->isDonated.assign(run->states.size(), false);
     for (int64_t id : *run->donatedStates)
       if (id >= 0 && size_t(id) < run->states.size() &&
           run->states[id].numel()) {
+        run->isDonated[id] = true;
         auto [lo, hi] = span(run->states[id]);
         run->donatedSpans.push_back({lo, hi, id});
       }
     std::sort(run->donatedSpans.begin(), run->donatedSpans.end());
+    // The largest end so far, and the donated states that overlap another.
+    uintptr_t maxHi = 0;
+    for (size_t i = 0; i < run->donatedSpans.size(); ++i) {
+      RunState::DonatedSpan &d = run->donatedSpans[i];
+      if (i && d.lo < maxHi) {
+        run->overlappingDonated.insert(d.state);
+        for (size_t j = 0; j < i; ++j)
+          if (run->donatedSpans[j].hi > d.lo)
+            run->overlappingDonated.insert(run->donatedSpans[j].state);
+      }
+      maxHi = std::max(maxHi, d.hi);
+      run->donatedMaxHi.push_back(maxHi);
+    }
   }
+  if (self >= 0 && size_t(self) < run->isDonated.size() && run->isDonated[self])
+    return run->overlappingDonated.count(self) != 0;
   auto [lo, hi] = span(t);
-  // Spans starting before `hi`; any of them that ends after `lo` overlaps
-  // (a few hundred at most: the scan stops at the first that does).
+  // Some span starting before `hi` ends after `lo`.
   auto end =
       std::lower_bound(run->donatedSpans.begin(), run->donatedSpans.end(),
                        RunState::DonatedSpan{hi, 0, -1});
-  for (auto it = run->donatedSpans.begin(); it != end; ++it)
-    if (it->hi > lo && it->state != self)
-      return true;
-  return false;
+  size_t n = end - run->donatedSpans.begin();
+  return n && run->donatedMaxHi[n - 1] > lo;
 }
 
 /// Describes a feed or state tensor `t` to the graph: staged into the run's
