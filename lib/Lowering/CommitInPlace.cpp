@@ -139,6 +139,8 @@ struct TerraCommitInPlacePass
     llvm::DenseMap<Operation *, unsigned> order;
     Roots roots;
     llvm::DenseMap<Value, int64_t> stateRoots;
+    llvm::DenseMap<int64_t, func::CallOp>
+        stateCalls; // first in the entry block
     SmallVector<func::CallOp> fetches;
     func.walk<WalkOrder::PreOrder>([&](Operation *op) {
       order[op] = order.size();
@@ -148,8 +150,11 @@ struct TerraCommitInPlacePass
         return;
       if (call.getCallee().starts_with(terra::kRuntimeState) &&
           call.getNumOperands() > 0 && call.getNumResults() == 1)
-        if (auto id = constantI64(call.getOperand(0)))
+        if (auto id = constantI64(call.getOperand(0))) {
           stateRoots[call.getResult(0)] = *id;
+          if (call->getBlock() == &entry)
+            stateCalls.try_emplace(*id, call);
+        }
       if (call.getCallee().starts_with(terra::kRuntimeFetch) &&
           call->hasAttr(kUpdatesState))
         fetches.push_back(call);
@@ -211,15 +216,7 @@ struct TerraCommitInPlacePass
         continue;
       // The state's memory as a buffer of that type, read where the state
       // is (a state only zeroed, never read, has no such cast).
-      func::CallOp stateCall;
-      for (Operation &op : entry)
-        if (auto call = dyn_cast<func::CallOp>(op))
-          if (call.getNumResults() == 1 &&
-              stateRoots.count(call.getResult(0)) &&
-              stateRoots[call.getResult(0)] == state) {
-            stateCall = call;
-            break;
-          }
+      func::CallOp stateCall = stateCalls.lookup(state);
       if (!stateCall)
         continue;
       Value stateMemRef;

@@ -624,8 +624,11 @@ bool terra_rt_loop(int64_t id) {
 bool terra_rt_commit_ready() {
   // TERRA_COMMIT_IN_PLACE=0: never in place (the host copies the state, as
   // without -terra-commit-in-place); read each run, for A/B measurements.
-  const char *env = std::getenv("TERRA_COMMIT_IN_PLACE");
-  if (env && std::strcmp(env, "0") == 0)
+  if (current->commitInPlace < 0) { // asked once per run, not per value
+    const char *env = std::getenv("TERRA_COMMIT_IN_PLACE");
+    current->commitInPlace = !(env && std::strcmp(env, "0") == 0);
+  }
+  if (!current->commitInPlace)
     return false;
   int decision = current->channels.commitDecision();
   if (decision < 0) {

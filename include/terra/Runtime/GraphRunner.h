@@ -150,6 +150,9 @@ public:
   /// Values the graph wrote into their state's memory this run (published
   /// by terra_rt_fetch_state_* without a copy).
   size_t inPlaceCommits = 0;
+  /// TERRA_COMMIT_IN_PLACE as read by the run's first terra_rt_commit_ready
+  /// (-1: not read yet).
+  int commitInPlace = -1;
   /// The check flag of this run (terra_rt_check_flag): 0, or the index + 1
   /// of the message of a guard that failed inside a kernel. Read after
   /// each wait for the run's stream (detail::checkDevice).
