@@ -398,7 +398,13 @@ def TerraMarkStateUpdates : Pass<"terra-mark-state-updates", "mlir::ModuleOp"> {
     is a `terra.state`, directly or through earlier in-place results,
     identity views (`aten.t` of `aten.t`, `aten.detach`, `aten.alias` of
     the same type) and `scf.index_switch` results that every case not
-    leaving them undefined yields alike. Ops that swap their operand's
+    leaving them undefined yields alike. When only some cases of a switch
+    chosen by a `terra.case_select` yield the state and the others yield
+    anything else (Adam's first step makes its moments and step counters
+    with `zeros_like`; the later steps' case yields the states), the fetch
+    also gets `terra.updates_state_case = array<i64: selection id, cases...>`:
+    the value is the state's only in those cases (never the default's,
+    which stands for every other index). Ops that swap their operand's
     memory (`set_`, `resize_`, in-place views) and the fused optimizers,
     whose results follow no such rule, are not followed.
     `-terra-lower-graph` carries the attribute to the fetch's runtime call
@@ -448,6 +454,16 @@ def TerraCommitInPlace : Pass<"terra-commit-in-place", "mlir::ModuleOp"> {
     (`terra.donated_states` lists the states): a feed, host op result or
     other state whose memory overlaps a donated state's is given to the
     graph as a copy, so no other buffer of the graph aliases it.
+
+    A value that is the state's only in some cases
+    (`terra.updates_state_case`) is written in place when, besides the
+    answer, the case selection (`terra_rt_case`, which must be in the entry
+    block before the question) picked one of them. An elementwise update
+    may read the state through a value of another layout (a branch's
+    result has the branches' common, dynamic one): it then reads the
+    position it writes only if that value is the state's memory as the
+    buffer sees it, which the question also checks at run time (the same
+    aligned pointer, offset, sizes and strides).
   }];
   let dependentDialects = ["mlir::scf::SCFDialect",
                            "mlir::memref::MemRefDialect",

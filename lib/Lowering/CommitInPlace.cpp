@@ -47,6 +47,9 @@ using Roots = terra::BufferRoots;
 namespace {
 
 constexpr StringLiteral kUpdatesState = "terra.updates_state";
+/// [case selection id, cases...]: the value is the state's only in those
+/// cases (-terra-mark-state-updates).
+constexpr StringLiteral kUpdatesStateCase = "terra.updates_state_case";
 
 std::optional<int64_t> constantI64(Value v) {
   IntegerAttr attr;
@@ -116,6 +119,14 @@ struct Candidate {
   Operation *update = nullptr;
   unsigned updateInit = 0;
   SmallVector<unsigned> stateInputs;
+  /// Those of its state inputs whose static layout is not the buffer's (a
+  /// branch's result of the state has the branches' common layout): each
+  /// must be the state's memory as the buffer sees it, checked at run time.
+  SmallVector<Value> checkedInputs;
+  /// The entry-block case selection (`terra_rt_case`) and the cases in
+  /// which the value is the state's, when only in some.
+  func::CallOp caseCall;
+  SmallVector<int64_t> cases;
   Value flag;              ///< The answer of the question asked for it.
   Operation *at = nullptr; ///< The entry-block op its question precedes.
 };
@@ -141,6 +152,7 @@ struct TerraCommitInPlacePass
     llvm::DenseMap<Value, int64_t> stateRoots;
     llvm::DenseMap<int64_t, func::CallOp>
         stateCalls; // first in the entry block
+    llvm::DenseMap<int64_t, func::CallOp> caseCalls; // in the entry block
     SmallVector<func::CallOp> fetches;
     func.walk<WalkOrder::PreOrder>([&](Operation *op) {
       order[op] = order.size();
@@ -155,6 +167,10 @@ struct TerraCommitInPlacePass
           if (call->getBlock() == &entry)
             stateCalls.try_emplace(*id, call);
         }
+      if (call.getCallee() == terra::kRuntimeCase &&
+          call->getBlock() == &entry && call.getNumOperands() > 0)
+        if (auto id = constantI64(call.getOperand(0)))
+          caseCalls.try_emplace(*id, call);
       if (call.getCallee().starts_with(terra::kRuntimeFetch) &&
           call->hasAttr(kUpdatesState))
         fetches.push_back(call);
@@ -226,10 +242,21 @@ struct TerraCommitInPlacePass
             stateMemRef = cast.getResult();
             break;
           }
+      // Only in some cases: the selection must be known in the entry block.
+      func::CallOp caseCall;
+      SmallVector<int64_t> cases;
+      if (auto when =
+              fetch->getAttrOfType<DenseI64ArrayAttr>(kUpdatesStateCase)) {
+        if (when.size() < 2 || !(caseCall = caseCalls.lookup(when[0])))
+          continue;
+        cases.assign(when.asArrayRef().begin() + 1, when.asArrayRef().end());
+      }
       Candidate &c = byState[state];
       if (c.fetch && order[c.fetch] > order[fetch])
         continue;
       c = Candidate{fetch, state, alloc, stateMemRef, reshape, stateCall};
+      c.caseCall = caseCall;
+      c.cases = std::move(cases);
     }
 
     // One walk: each candidate buffer's first use (views aside) and, per
@@ -260,7 +287,7 @@ struct TerraCommitInPlacePass
         readersOf[state].push_back(op);
     });
 
-    SmallVector<Candidate> accepted;
+    SmallVector<Candidate, 0> accepted;
     llvm::DenseSet<Operation *> allocsTaken;
     for (auto &[state, c] : byState) {
       if (!c.fetch || !allocsTaken.insert(c.alloc).second ||
@@ -280,7 +307,7 @@ struct TerraCommitInPlacePass
       for (Operation *r : readers) {
         if (r == first && unitOf(first) == first &&
             isElementwiseUpdate(first, buf, state, rootedAt, rootedAtState,
-                                c.updateInit, c.stateInputs)) {
+                                c.updateInit, c.stateInputs, c.checkedInputs)) {
           c.update = first;
           continue;
         }
@@ -316,11 +343,32 @@ struct TerraCommitInPlacePass
         if (position[topOf(user)] < position[c.at])
           c.at = topOf(user);
     }
+    auto before = [&](Value v, Operation *at) {
+      Operation *def = v.getDefiningOp();
+      return def ? def->getBlock() == &entry && position[def] < position[at]
+                 : cast<BlockArgument>(v).getOwner() == &entry;
+    };
     llvm::erase_if(accepted, [&](const Candidate &c) {
-      return int64_t(position[c.at]) <= lastUnsafe;
+      return int64_t(position[c.at]) <= lastUnsafe ||
+             (c.caseCall && !before(c.caseCall->getResult(0), c.at)) ||
+             (!c.checkedInputs.empty() &&
+              (c.reshape || !llvm::all_of(c.checkedInputs, [&](Value v) {
+                 return before(v, c.at);
+               })));
     });
     if (accepted.empty())
       return;
+    // The state's memory as each buffer's type (a cast where the state is
+    // read: a state only written, never read, has none yet).
+    for (Candidate &c : accepted)
+      if (!c.stateMemRef) {
+        OpBuilder cb(c.stateCall->getBlock(),
+                     std::next(Block::iterator(c.stateCall)));
+        Type viewType =
+            c.reshape ? c.reshape->getResult(0).getType() : c.alloc.getType();
+        c.stateMemRef = memref::CastOp::create(
+            cb, c.stateCall.getLoc(), viewType, c.stateCall.getResult(0));
+      }
 
     // One question right before each entry-block op holding first accesses:
     // asked as late as possible, it says yes more often (gradients are
@@ -339,6 +387,22 @@ struct TerraCommitInPlacePass
                    .getResult(0);
       }
       c.flag = flag;
+      b.setInsertionPoint(c.at);
+      Location loc = c.at->getLoc();
+      // In place only in the cases yielding the state: ready and one of them.
+      if (c.caseCall) {
+        Value chosen = c.caseCall.getResult(0), inCase;
+        for (int64_t k : c.cases) {
+          Value is =
+              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, chosen,
+                                    arith::ConstantIndexOp::create(b, loc, k));
+          inCase = inCase ? arith::OrIOp::create(b, loc, inCase, is) : is;
+        }
+        c.flag = arith::AndIOp::create(b, loc, c.flag, inCase);
+      }
+      for (Value in : c.checkedInputs)
+        c.flag = arith::AndIOp::create(b, loc, c.flag,
+                                       sameView(b, loc, in, c.stateMemRef));
     }
     for (Candidate &c : accepted) {
       b.setInsertionPoint(c.at);
@@ -346,13 +410,6 @@ struct TerraCommitInPlacePass
       Value flag = c.flag;
       MemRefType type = c.alloc.getType();
       Value stateMemRef = c.stateMemRef;
-      if (!stateMemRef) {
-        OpBuilder cb(c.stateCall->getBlock(),
-                     std::next(Block::iterator(c.stateCall)));
-        Type viewType = c.reshape ? c.reshape->getResult(0).getType() : type;
-        stateMemRef = memref::CastOp::create(cb, c.stateCall.getLoc(), viewType,
-                                             c.stateCall.getResult(0));
-      }
       auto alignment = c.alloc.getAlignmentAttr();
       auto select = scf::IfOp::create(
           b, loc, flag,
@@ -407,6 +464,29 @@ struct TerraCommitInPlacePass
         splitUpdate(c, c.flag);
   }
 
+  /// Whether memrefs `a` and `b` of one shape view the same elements at each
+  /// index: the same aligned pointer, offset, sizes and strides.
+  static Value sameView(OpBuilder &b, Location loc, Value x, Value y) {
+    auto ptr = [&](Value v) {
+      return memref::ExtractAlignedPointerAsIndexOp::create(b, loc, v);
+    };
+    Value same =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, ptr(x), ptr(y));
+    auto mx = memref::ExtractStridedMetadataOp::create(b, loc, x);
+    auto my = memref::ExtractStridedMetadataOp::create(b, loc, y);
+    SmallVector<std::pair<Value, Value>> pairs{
+        {mx.getOffset(), my.getOffset()}};
+    for (auto [p, q] : llvm::zip(mx.getSizes(), my.getSizes()))
+      pairs.push_back({p, q});
+    for (auto [p, q] : llvm::zip(mx.getStrides(), my.getStrides()))
+      pairs.push_back({p, q});
+    for (auto [p, q] : pairs)
+      same = arith::AndIOp::create(
+          b, loc, same,
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, p, q));
+    return same;
+  }
+
   /// Whether `op` writes `buf` (or may write any buffer).
   template <typename RootedAt>
   static bool writesBuffer(Operation *op, Value buf, RootedAt rootedAt) {
@@ -425,7 +505,8 @@ struct TerraCommitInPlacePass
                                   RootedAt rootedAt,
                                   RootedAtState rootedAtState,
                                   unsigned &outIndex,
-                                  SmallVectorImpl<unsigned> &stateInputs) {
+                                  SmallVectorImpl<unsigned> &stateInputs,
+                                  SmallVectorImpl<Value> &checked) {
     auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
     if (!linalgOp || !linalgOp.hasPureBufferSemantics())
       return false;
@@ -441,6 +522,7 @@ struct TerraCommitInPlacePass
       }
     }
     stateInputs.clear();
+    checked.clear();
     if (!out)
       return false;
     auto outView = wholeView(out->get(), cast<MemRefType>(buf.getType()));
@@ -450,11 +532,21 @@ struct TerraCommitInPlacePass
     for (OpOperand *in : linalgOp.getDpsInputOperands()) {
       if (!rootedAtState(in->get(), state))
         continue;
-      if (in->get().getType() != out->get().getType() ||
-          wholeView(in->get(), cast<MemRefType>(buf.getType())) != outView ||
-          linalgOp.getMatchingIndexingMap(in) != map)
+      if (linalgOp.getMatchingIndexingMap(in) != map)
         return false;
       stateInputs.push_back(in->getOperandNumber());
+      if (in->get().getType() == out->get().getType() &&
+          wholeView(in->get(), cast<MemRefType>(buf.getType())) == outView)
+        continue;
+      // The same shape in another layout, read where the buffer itself is
+      // written: the position written iff it views the state's memory as
+      // the buffer does (checked at run time).
+      auto inType = dyn_cast<MemRefType>(in->get().getType());
+      if (!inType || !outView->empty() || out->get() != buf ||
+          inType.getShape() != cast<MemRefType>(buf.getType()).getShape() ||
+          inType.getElementType() != getElementTypeOrSelf(buf.getType()))
+        return false;
+      checked.push_back(in->get());
     }
     return true;
   }

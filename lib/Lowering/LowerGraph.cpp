@@ -221,6 +221,9 @@ LogicalResult GraphLowering::run(GraphOp graph) {
         if (inserted)
           stateNames.push_back(state);
         call->setAttr("terra.updates_state", b.getI64IntegerAttr(it->second));
+        // Only in some cases of a branch: [case selection, cases...].
+        if (auto when = fetch->getAttr("terra.updates_state_case"))
+          call->setAttr("terra.updates_state_case", when);
       }
     } else if (auto sel = dyn_cast<CaseSelectOp>(op)) {
       func::FuncOp f = declare(kRuntimeCase, {b.getI64Type(), b.getI64Type()},

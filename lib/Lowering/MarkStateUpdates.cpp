@@ -6,7 +6,10 @@
 // mutated operand is that state, directly or through earlier in-place
 // results, identity views (`aten.t` of `aten.t`, `aten.detach`,
 // `aten.alias`) and branch results that every case yields alike. The
-// attribute `terra.updates_state` carries the state's name;
+// attribute `terra.updates_state` carries the state's name; when only some
+// cases of a branch chosen by a `terra.case_select` yield the state (the
+// others make a new value: Adam's moments in its first step),
+// `terra.updates_state_case` names that selection and those cases;
 // -terra-commit-in-place later lets the graph write such a value straight
 // into the state's memory (see the pass description in Passes.td).
 //
@@ -49,15 +52,32 @@ bool updatesOperandInPlace(StringRef base, unsigned numResults) {
   return numResults == 1 || base.starts_with("_foreach_");
 }
 
-/// The state whose memory holds `v` in eager PyTorch, or an empty name.
-StringAttr stateMemory(Value v, unsigned depth = 0) {
+/// Where eager PyTorch leaves a value: the state whose memory holds it,
+/// and, when only some cases of a branch yield that state (Adam's moments:
+/// the first step's case makes them, the others update the state), the
+/// `terra.case_select` choosing the branch and those cases.
+struct Memory {
+  StringAttr state;
+  int64_t select = -1; ///< The case selection's id; -1: in every case.
+  SmallVector<int64_t> cases;
+
+  bool operator==(const Memory &o) const {
+    return state == o.state && select == o.select && cases == o.cases;
+  }
+};
+
+std::optional<Memory> switchMemory(scf::IndexSwitchOp sw, unsigned k,
+                                   unsigned depth);
+
+/// The memory holding `v` in eager PyTorch, or nothing.
+std::optional<Memory> stateMemory(Value v, unsigned depth = 0) {
   if (depth > 64 || !v)
-    return {};
+    return std::nullopt;
   Operation *def = v.getDefiningOp();
   if (!def)
-    return {};
+    return std::nullopt;
   if (auto state = dyn_cast<terra::StateOp>(def))
-    return state.getNameAttr();
+    return Memory{state.getNameAttr()};
   if (auto op = dyn_cast<terra::DLOp>(def)) {
     StringRef base = baseName(op.getName());
     unsigned k = cast<OpResult>(v).getResultNumber();
@@ -65,11 +85,11 @@ StringAttr stateMemory(Value v, unsigned depth = 0) {
       if (k < op.getInputs().size() &&
           op.getInputs()[k].getType() == v.getType())
         return stateMemory(op.getInputs()[k], depth + 1);
-      return {};
+      return std::nullopt;
     }
     // Identity views: the same memory with the same shape.
     if (op.getInputs().empty() || op.getNumResults() != 1)
-      return {};
+      return std::nullopt;
     Value in = op.getInputs()[0];
     if ((base == "detach" || base == "alias") && in.getType() == v.getType())
       return stateMemory(in, depth + 1);
@@ -80,25 +100,47 @@ StringAttr stateMemory(Value v, unsigned depth = 0) {
           inner.getInputs()[0].getType() == v.getType())
         return stateMemory(inner.getInputs()[0], depth + 1);
     }
-    return {};
+    return std::nullopt;
   }
-  if (auto sw = dyn_cast<scf::IndexSwitchOp>(def)) {
-    // Every case that does not leave the value undefined yields the same
-    // state's memory.
-    unsigned k = cast<OpResult>(v).getResultNumber();
-    StringAttr found;
-    for (Region &r : sw->getRegions()) {
-      Value y = r.front().getTerminator()->getOperand(k);
-      if (y.getDefiningOp<terra::UndefOp>())
-        continue;
-      StringAttr s = stateMemory(y, depth + 1);
-      if (!s || (found && found != s))
-        return {};
-      found = s;
+  if (auto sw = dyn_cast<scf::IndexSwitchOp>(def))
+    return switchMemory(sw, cast<OpResult>(v).getResultNumber(), depth);
+  return std::nullopt;
+}
+
+/// The memory of a switch's result `k`: the state every case that does not
+/// leave it undefined yields alike; else, when a case selection chooses the
+/// branch, the state some cases yield (each the same way, in every run of
+/// them) while the others yield anything but that state, with those cases.
+std::optional<Memory> switchMemory(scf::IndexSwitchOp sw, unsigned k,
+                                   unsigned depth) {
+  std::optional<Memory> found;
+  bool others = false; // a defined case yielding no state's memory
+  SmallVector<int64_t> cases;
+  for (unsigned r = 0, n = sw->getNumRegions(); r < n; ++r) {
+    Region &region = sw->getRegion(r);
+    Value y = region.front().getTerminator()->getOperand(k);
+    if (y.getDefiningOp<terra::UndefOp>())
+      continue;
+    std::optional<Memory> m = stateMemory(y, depth + 1);
+    if (!m) {
+      others = true;
+      continue;
     }
-    return found;
+    if (found && !(*found == *m))
+      return std::nullopt;
+    found = m;
+    // Region 0 is the default: only the listed cases can be named.
+    if (r == 0)
+      cases.push_back(-1);
+    else
+      cases.push_back(sw.getCases()[r - 1]);
   }
-  return {};
+  if (!found || !others)
+    return found;
+  auto select = sw.getArg().getDefiningOp<terra::CaseSelectOp>();
+  if (!select || found->select >= 0 || llvm::is_contained(cases, -1))
+    return std::nullopt;
+  return Memory{found->state, int64_t(select.getId()), std::move(cases)};
 }
 
 struct TerraMarkStateUpdatesPass
@@ -107,13 +149,27 @@ struct TerraMarkStateUpdatesPass
     getOperation().walk([&](terra::FetchOp fetch) {
       if (fetch->getParentOfType<terra::GraphOp>() == nullptr)
         return;
-      if (StringAttr state = stateMemory(fetch.getValue()))
-        fetch->setAttr(kAttr, state);
-      else
+      std::optional<Memory> m = stateMemory(fetch.getValue());
+      if (!m) {
         fetch->removeAttr(kAttr);
+        fetch->removeAttr(kCaseAttr);
+        return;
+      }
+      fetch->setAttr(kAttr, m->state);
+      if (m->select < 0) {
+        fetch->removeAttr(kCaseAttr);
+        return;
+      }
+      SmallVector<int64_t> when{m->select};
+      when.append(m->cases);
+      fetch->setAttr(kCaseAttr,
+                     DenseI64ArrayAttr::get(fetch.getContext(), when));
     });
   }
   static constexpr StringLiteral kAttr = "terra.updates_state";
+  /// [case selection id, cases...]: the value is in the state's memory only
+  /// when that selection picks one of those cases.
+  static constexpr StringLiteral kCaseAttr = "terra.updates_state_case";
 };
 
 } // namespace

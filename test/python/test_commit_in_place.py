@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import terra
-from coexec_helpers import batches, compare, mlp, sgd_program
+from coexec_helpers import assert_same, batches, compare, mlp, sgd_program
 
 
 @contextmanager
@@ -125,9 +125,7 @@ def test_adam_with_foreach_lists_writes_its_gradients_in_place_too() -> None:
     # (a [4] tensor each) after backward has accumulated the gradients, so
     # the lists' shape guards come after the gradients' writes. The runtime
     # checks each feed as the host sends it, which lets the gradients (not
-    # only the parameters) go in place. (The moments are created by the
-    # first step: a branch of the graph yields fresh tensors for them, so
-    # they are not tied to their states' memory.)
+    # only the parameters) go in place. (The moments: the next test.)
     make = sgd_program(optimizer=torch.optim.Adam, lr=0.01, foreach=True)
     stats = compare(make, batches(10), max_fallbacks=0, serialized=True)
     assert stats["commits_in_place"] > 0, stats
@@ -135,3 +133,99 @@ def test_adam_with_foreach_lists_writes_its_gradients_in_place_too() -> None:
     per_step = [s.get("commits_in_place", 0) for s in stats["steps"]]
     assert max(per_step) >= 2 * names, per_step
 
+
+
+def adam_program(reset_at: int = -1, kept: list | None = None):
+    """`make` for an Adam (foreach) step on the small MLP; with `reset_at`,
+    the step of that call clears the optimizer's state first (the next
+    update makes new moments, as Adam's first step does), after keeping
+    the old moments in `kept`."""
+    def make() -> tuple:
+        model = mlp()
+        opt = torch.optim.Adam(model.parameters(), lr=0.01, foreach=True)
+        calls = [0]
+
+        def step(x, y):
+            if calls[0] == reset_at:
+                if kept is not None:
+                    kept.extend(s["exp_avg"] for s in opt.state.values())
+                opt.state.clear()
+            calls[0] += 1
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    return make
+
+
+def test_adam_writes_its_moments_and_step_counters_in_place() -> None:
+    # The moments and step counters are made by Adam's first step: the
+    # graph's branch yields new tensors in that case and the states in the
+    # others, so they are written in place only when the branch takes a
+    # case yielding the state (-terra-mark-state-updates' case condition).
+    stats = compare(adam_program(), batches(10), max_fallbacks=0, serialized=True)
+    names = 4  # two linear layers: weights and biases
+    per_step = [s.get("commits_in_place", 0) for s in stats["steps"]]
+    # parameters, gradients, both moments and the step counters
+    assert max(per_step) == 5 * names, per_step
+
+
+def test_new_moments_after_a_reset_leave_the_old_ones_alone() -> None:
+    # Clearing the optimizer's state mid-training takes the first step's
+    # case again: the new moments are new tensors (eager leaves the old
+    # ones as they were), so the graph must not write them into the old
+    # moments' memory.
+    for serialized in (True, False):
+        kept_e: list = []
+        kept_t: list = []
+        make_e, make_t = adam_program(9, kept_e), adam_program(9, kept_t)
+        made = iter([make_e, make_t])
+        compare(lambda: next(made)(), batches(14), max_fallbacks=2, serialized=serialized)
+        assert len(kept_e) == len(kept_t) == 4
+        for a, b in zip(kept_e, kept_t):
+            assert_same(b, a, f"an old moment, serialized={serialized}")
+
+
+def test_a_branch_making_a_new_tensor_leaves_the_old_state_alone() -> None:
+    # Every third step starts the running average afresh in a new tensor
+    # (eager leaves the old buffer, which the program keeps, as it was);
+    # the other steps update the buffer in place. The merged graph's branch
+    # yields the state in one case and a new value in the other: only the
+    # first may be written into the state's memory.
+    replaced: list = []  # per program made: its replaced buffers
+
+    def make() -> tuple:
+        model = mlp()
+        model.register_buffer("avg", torch.zeros(3))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        calls, old = [0], []
+        replaced.append(old)
+
+        def step(x, y):
+            logits = model(x)
+            loss = F.cross_entropy(logits, y)
+            if calls[0] % 3 == 2:
+                old.append(model.avg)
+                avg = torch.zeros_like(model.avg)
+                model.avg = avg
+            else:
+                avg = model.avg
+            avg.mul_(0.5).add_(logits.detach().mean(0))
+            calls[0] += 1
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+
+    for serialized in (True, False):
+        replaced.clear()
+        stats = compare(make, batches(14), max_fallbacks=2, serialized=serialized)
+        if serialized:
+            assert stats["commits_in_place"] > 0, stats
+        old_e, old_t = replaced
+        assert len(old_e) == len(old_t) == 4
+        for a, b in zip(old_e, old_t):
+            assert_same(b, a, f"a replaced buffer, serialized={serialized}")

@@ -198,3 +198,91 @@ func.func @feed_guard_after_update(%ok: i1) {
   call @terra_rt_fetch_f32(%c1, %u) {terra.updates_state = 0 : i64} : (i64, memref<*xf32>) -> ()
   return
 }
+
+// -----
+
+// Adam's moment: the first step's case makes it (zeros), the other yields
+// the state (a branch's result, in the branches' common layout). In place
+// only when the case selection picks the state's case and the branch's
+// result is the state's memory as the buffer sees it (checked at run time:
+// same pointer, offset, sizes and strides).
+#id = affine_map<(i) -> (i)>
+func.func private @terra_rt_state_contiguous_f32(i64, i64) -> memref<*xf32> attributes {llvm.emit_c_interface}
+func.func private @terra_rt_fetch_f32(i64, memref<*xf32>) attributes {llvm.emit_c_interface}
+func.func private @terra_rt_case(i64, i64) -> index
+
+// CHECK-LABEL: module attributes {terra.donated_states = [0]}
+// CHECK-LABEL: func.func @made_in_one_case
+// CHECK:         %[[P:.*]] = memref.cast %{{.*}} : memref<*xf32> to memref<4xf32>
+// CHECK:         %[[CASE:.*]] = call @terra_rt_case
+// CHECK:         %[[R:.*]] = scf.index_switch %[[CASE]]
+// CHECK:         %[[READY:.*]] = call @terra_rt_commit_ready() : () -> i1
+// CHECK-NEXT:    %[[ONE:.*]] = arith.constant 1 : index
+// CHECK-NEXT:    %[[IS:.*]] = arith.cmpi eq, %[[CASE]], %[[ONE]] : index
+// CHECK-NEXT:    %[[IN:.*]] = arith.andi %[[READY]], %[[IS]] : i1
+// CHECK-NEXT:    %[[PP:.*]] = memref.extract_aligned_pointer_as_index %[[P]]
+// CHECK-NEXT:    %[[RP:.*]] = memref.extract_aligned_pointer_as_index %[[R]]
+// CHECK-NEXT:    %[[SAME:.*]] = arith.cmpi eq, %[[RP]], %[[PP]] : index
+// CHECK:         memref.extract_strided_metadata %[[R]]
+// CHECK:         %[[GO:.*]] = arith.andi %[[IN]], %{{.*}} : i1
+// CHECK-NEXT:    %[[BUF:.*]] = scf.if %[[GO]] -> (memref<4xf32>) {
+// CHECK-NEXT:      scf.yield %[[P]] : memref<4xf32>
+// CHECK:         scf.if %[[GO]] {
+// CHECK-NEXT:      linalg.generic {{.*}} ins(%{{.*}} : memref<4xf32>) outs(%[[BUF]] : memref<4xf32>)
+// CHECK:         } else {
+// CHECK-NEXT:      linalg.generic {{.*}} ins(%[[R]], %{{.*}} : memref<4xf32, strided<[?], offset: ?>>, memref<4xf32>) outs(%[[BUF]] : memref<4xf32>)
+// CHECK:         call @terra_rt_fetch_state_f32
+func.func @made_in_one_case(%g: memref<4xf32>) {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c2 = arith.constant 2 : i64
+  %c7 = arith.constant 7 : i64
+  %s = call @terra_rt_state_contiguous_f32(%c0, %c1) : (i64, i64) -> memref<*xf32>
+  %p = memref.cast %s : memref<*xf32> to memref<4xf32>
+  %case = call @terra_rt_case(%c7, %c2) : (i64, i64) -> index
+  %r = scf.index_switch %case -> memref<4xf32, strided<[?], offset: ?>>
+  case 0 {
+    %z = memref.alloc() {alignment = 64 : i64} : memref<4xf32>
+    %zc = memref.cast %z : memref<4xf32> to memref<4xf32, strided<[?], offset: ?>>
+    scf.yield %zc : memref<4xf32, strided<[?], offset: ?>>
+  }
+  case 1 {
+    %pc = memref.cast %p : memref<4xf32> to memref<4xf32, strided<[?], offset: ?>>
+    scf.yield %pc : memref<4xf32, strided<[?], offset: ?>>
+  }
+  default {
+    %z = memref.alloc() {alignment = 64 : i64} : memref<4xf32>
+    %zc = memref.cast %z : memref<4xf32> to memref<4xf32, strided<[?], offset: ?>>
+    scf.yield %zc : memref<4xf32, strided<[?], offset: ?>>
+  }
+  %new = memref.alloc() {alignment = 64 : i64} : memref<4xf32>
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]} ins(%r, %g : memref<4xf32, strided<[?], offset: ?>>, memref<4xf32>) outs(%new : memref<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %d = arith.addf %a, %b : f32
+    linalg.yield %d : f32
+  }
+  %u = memref.cast %new : memref<4xf32> to memref<*xf32>
+  call @terra_rt_fetch_f32(%c1, %u) {terra.updates_state = 0 : i64, terra.updates_state_case = array<i64: 7, 1>} : (i64, memref<*xf32>) -> ()
+  return
+}
+
+// The case selection is not in the entry block (nor is it known before
+// the update): not in place.
+// CHECK-LABEL: func.func @case_not_known
+// CHECK-NOT:     terra_rt_commit_ready
+// CHECK:         call @terra_rt_fetch_f32
+func.func @case_not_known(%g: memref<4xf32>) {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %s = call @terra_rt_state_contiguous_f32(%c0, %c1) : (i64, i64) -> memref<*xf32>
+  %p = memref.cast %s : memref<*xf32> to memref<4xf32>
+  %new = memref.alloc() {alignment = 64 : i64} : memref<4xf32>
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]} ins(%p, %g : memref<4xf32>, memref<4xf32>) outs(%new : memref<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %d = arith.addf %a, %b : f32
+    linalg.yield %d : f32
+  }
+  %u = memref.cast %new : memref<4xf32> to memref<*xf32>
+  call @terra_rt_fetch_f32(%c1, %u) {terra.updates_state = 0 : i64, terra.updates_state_case = array<i64: 9, 1>} : (i64, memref<*xf32>) -> ()
+  return
+}

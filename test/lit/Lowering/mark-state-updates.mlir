@@ -56,3 +56,70 @@ terra.graph @grad_accumulate {
   // CHECK: terra.fetch 1 %{{[0-9]+}} : tensor<4xf32>
   terra.fetch 1 %f : tensor<4xf32>
 }
+
+// Adam's moments: the first step's case makes them, the other yields the
+// state. The value is the state's only in that case, which the fetch
+// names with its case selection: [selection id, cases...].
+// CHECK-LABEL: terra.graph @made_in_one_case
+terra.graph @made_in_one_case {
+  %m = terra.state "optim:w:exp_avg" : tensor<4xf32>
+  %g = terra.feed 1 : tensor<4xf32>
+  %b = terra.feed 2 : tensor<f32>
+  %c = terra.case_select 7 cases 3
+  %r = scf.index_switch %c -> tensor<4xf32>
+  case 0 {
+    %z = terra.op "aten.zeros_like"(%g) : (tensor<4xf32>) -> tensor<4xf32>
+    scf.yield %z : tensor<4xf32>
+  }
+  case 1 {
+    scf.yield %m : tensor<4xf32>
+  }
+  case 2 {
+    %d = terra.op "aten.detach"(%m) : (tensor<4xf32>) -> tensor<4xf32>
+    scf.yield %d : tensor<4xf32>
+  }
+  default {
+    %u = terra.undef : tensor<4xf32>
+    scf.yield %u : tensor<4xf32>
+  }
+  %u:1 = terra.op "aten._foreach_mul_.Scalar"(%r, %b) : (tensor<4xf32>, tensor<f32>) -> (tensor<4xf32>)
+  %a = terra.op "aten.add_.Tensor"(%u#0, %g) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  // CHECK: terra.fetch 0 %{{[0-9#]+}} attributes {terra.updates_state = "optim:w:exp_avg", terra.updates_state_case = array<i64: 7, 1, 2>}
+  terra.fetch 0 %a : tensor<4xf32>
+}
+
+// Only in some cases, but the default is one of them (it stands for every
+// other index), or the branch is not a case selection's: no state.
+// CHECK-LABEL: terra.graph @not_nameable
+terra.graph @not_nameable {
+  %m = terra.state "optim:w:exp_avg" : tensor<4xf32>
+  %g = terra.feed 1 : tensor<4xf32>
+  %c = terra.case_select 8 cases 2
+  %r = scf.index_switch %c -> tensor<4xf32>
+  case 0 {
+    %z = terra.op "aten.zeros_like"(%g) : (tensor<4xf32>) -> tensor<4xf32>
+    scf.yield %z : tensor<4xf32>
+  }
+  default {
+    scf.yield %m : tensor<4xf32>
+  }
+  %a = terra.op "aten.add_.Tensor"(%r, %g) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  // CHECK: terra.fetch 0 %{{[0-9]+}} : tensor<4xf32>
+  terra.fetch 0 %a : tensor<4xf32>
+  %i = arith.constant 1 : index
+  %s = scf.index_switch %i -> tensor<4xf32>
+  case 0 {
+    %z = terra.op "aten.zeros_like"(%g) : (tensor<4xf32>) -> tensor<4xf32>
+    scf.yield %z : tensor<4xf32>
+  }
+  case 1 {
+    scf.yield %m : tensor<4xf32>
+  }
+  default {
+    %u = terra.undef : tensor<4xf32>
+    scf.yield %u : tensor<4xf32>
+  }
+  %e = terra.op "aten.add_.Tensor"(%s, %g) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  // CHECK: terra.fetch 1 %{{[0-9]+}} : tensor<4xf32>
+  terra.fetch 1 %e : tensor<4xf32>
+}
