@@ -344,6 +344,47 @@ py::list tensorSpecs(py::list tensors, py::dict elements, py::object previous,
   return out;
 }
 
+/// tracing._Recorder.state_name_of's index: each non-empty tensor's data
+/// pointer -> the names of the tensors there, in order; None when one is
+/// not a plain tensor with storage (a subclass may override data_ptr: the
+/// caller reads them through Python then).
+py::object pointerIndex(py::list names, py::list tensors) {
+  static PyObject *parameterType = [] {
+    py::object type = py::module_::import("torch.nn").attr("Parameter");
+    return type.release().ptr();
+  }();
+  Py_ssize_t n = PyList_GET_SIZE(tensors.ptr());
+  if (PyList_GET_SIZE(names.ptr()) != n)
+    throw py::value_error("pointer_index: as many names as tensors");
+  py::dict index;
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    PyObject *t = PyList_GET_ITEM(tensors.ptr(), k);
+    PyObject *type = reinterpret_cast<PyObject *>(Py_TYPE(t));
+    if (type != THPVariableClass && type != parameterType)
+      return py::none();
+    const at::Tensor &x = THPVariable_Unpack(t);
+    if (!x.has_storage() || x.unsafeGetTensorImpl()->is_python_dispatch())
+      return py::none();
+    if (x.numel() == 0)
+      continue;
+    py::object ptr = py::reinterpret_steal<py::object>(
+        PyLong_FromUnsignedLongLong(reinterpret_cast<uintptr_t>(x.data_ptr())));
+    if (!ptr)
+      throw py::error_already_set();
+    PyObject *names_at = PyDict_GetItemWithError(index.ptr(), ptr.ptr());
+    if (!names_at) {
+      if (PyErr_Occurred())
+        throw py::error_already_set();
+      py::list fresh;
+      index[ptr] = fresh;
+      names_at = fresh.ptr();
+    }
+    if (PyList_Append(names_at, PyList_GET_ITEM(names.ptr(), k)) < 0)
+      throw py::error_already_set();
+  }
+  return index;
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(_, Fake, m) {
@@ -400,6 +441,9 @@ PYBIND11_MODULE(_terra_dispatch, m) {
         py::arg("previous"), py::arg("slow"),
         "runio.tensor_spec of each tensor; a spec of `previous` (the last "
         "call's list) that still stands is returned again.");
+  m.def("pointer_index", &pointerIndex, py::arg("names"), py::arg("tensors"),
+        "Data pointer -> the names of the non-empty tensors there (None if "
+        "one is not a plain tensor with storage).");
   m.def(
       "counts",
       [] {

@@ -179,3 +179,24 @@ def test_the_hook_and_the_python_path_compute_the_same_steps(monkeypatch) -> Non
     assert losses_h == losses_p
     for name, value in params_p.items():
         assert torch.equal(params_h[name], value), name
+
+
+def test_the_state_pointer_index_is_the_python_one() -> None:
+    # state_name_of's index of the state tensors' memory: views share an
+    # entry, empty tensors have none, a subclass leaves it to Python.
+    hook = _hook()
+    a = torch.zeros(4)
+    p = torch.nn.Parameter(torch.ones(3))
+    tensors = [a, a.view(2, 2), torch.zeros(0), p, a[1:]]
+    names = ["a", "view", "empty", "p", "tail"]
+    expected: dict = {}
+    for name, t in zip(names, tensors):
+        if t.numel():
+            expected.setdefault(t.data_ptr(), []).append(name)
+    assert hook.pointer_index(names, tensors) == expected
+
+    class Sub(torch.Tensor):
+        pass
+    assert hook.pointer_index(["s"], [torch.zeros(2).as_subclass(Sub)]) is None
+    with pytest.raises(ValueError):
+        hook.pointer_index(["a", "b"], [a])
