@@ -26,6 +26,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "BufferWrites.h"
+#include "RuntimeDecl.h"
 #include "RuntimeNames.h"
 
 #include "terra/Passes.h"
@@ -622,14 +623,7 @@ struct TerraCommitInPlacePass
 
   static func::FuncOp declare(ModuleOp module, StringRef name,
                               FunctionType type, bool cInterface = false) {
-    if (auto f = module.lookupSymbol<func::FuncOp>(name))
-      return f;
-    OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
-    auto f = func::FuncOp::create(b, module.getLoc(), name, type);
-    f.setPrivate();
-    if (cInterface)
-      f->setAttr("llvm.emit_c_interface", b.getUnitAttr());
-    return f;
+    return terra::declareFunction(module, nullptr, name, type, cInterface);
   }
 };
 

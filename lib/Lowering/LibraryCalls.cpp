@@ -22,6 +22,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "BufferWrites.h"
+#include "RuntimeDecl.h"
 #include "RuntimeNames.h"
 
 #include "terra/Passes.h"
@@ -141,16 +142,9 @@ public:
 
 private:
   func::FuncOp declare(StringRef name, TypeRange inputs) {
-    if (auto f = symbols.lookup<func::FuncOp>(name))
-      return f;
-    OpBuilder b(module.getBodyRegion());
-    b.setInsertionPointToStart(module.getBody());
-    auto f = func::FuncOp::create(b, module.getLoc(), name,
-                                  b.getFunctionType(inputs, {}));
-    f.setPrivate();
-    f->setAttr("llvm.emit_c_interface", b.getUnitAttr());
-    symbols.insert(f);
-    return f;
+    return terra::declareFunction(
+        module, &symbols, name,
+        FunctionType::get(module.getContext(), inputs, {}), true);
   }
 
   ModuleOp module;

@@ -44,6 +44,8 @@
 // become loops.
 //
 //===----------------------------------------------------------------------===//
+#include "RuntimeDecl.h"
+
 #include "terra/Lowering/ConvolutionMaps.h"
 #include "terra/Passes.h"
 #include "terra/Runtime/LibraryEntryPoints.h"
@@ -468,17 +470,9 @@ Value emitCall(OpBuilder &b, Location loc, SymbolTable &symbols,
   args.push_back(
       arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(c.init ? 0 : 1)));
 
-  auto fn = symbols.lookup<func::FuncOp>(name);
-  if (!fn) {
-    OpBuilder mb(module.getBodyRegion());
-    mb.setInsertionPointToStart(module.getBody());
-    fn = func::FuncOp::create(
-        mb, module.getLoc(), name,
-        mb.getFunctionType(ValueRange(args).getTypes(), {}));
-    fn.setPrivate();
-    fn->setAttr("llvm.emit_c_interface", mb.getUnitAttr());
-    symbols.insert(fn);
-  }
+  func::FuncOp fn = terra::declareFunction(
+      module, &symbols, name,
+      b.getFunctionType(ValueRange(args).getTypes(), {}), true);
   // The only buffer the call writes (-terra-protect-fetches: the inputs,
   // possibly fetched, are only read).
   func::CallOp::create(b, loc, fn, args)

@@ -6,6 +6,7 @@
 // entry point per dtype serves every rank and shape without copies.
 //
 //===----------------------------------------------------------------------===//
+#include "RuntimeDecl.h"
 #include "RuntimeNames.h"
 #include "terra/Dialect/TerraOps.h"
 #include "terra/Passes.h"
@@ -33,17 +34,9 @@ public:
 private:
   func::FuncOp declare(StringRef name, TypeRange inputs, TypeRange results,
                        bool cInterface) {
-    if (auto f = symbols.lookup<func::FuncOp>(name))
-      return f;
-    OpBuilder b(module.getBodyRegion());
-    b.setInsertionPointToStart(module.getBody());
-    auto f = func::FuncOp::create(b, module.getLoc(), name,
-                                  b.getFunctionType(inputs, results));
-    f.setPrivate();
-    if (cInterface)
-      f->setAttr("llvm.emit_c_interface", b.getUnitAttr());
-    symbols.insert(f);
-    return f;
+    return declareFunction(
+        module, &symbols, name,
+        FunctionType::get(module.getContext(), inputs, results), cInterface);
   }
 
   Value i64(OpBuilder &b, Location loc, int64_t v) {

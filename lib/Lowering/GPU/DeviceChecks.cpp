@@ -6,6 +6,7 @@
 // Passes.td).
 //
 //===----------------------------------------------------------------------===//
+#include "../RuntimeDecl.h"
 #include "../RuntimeNames.h"
 
 #include "terra/Passes.h"
@@ -80,16 +81,10 @@ struct TerraGPUDeviceChecksPass
 
   /// `func.func private @terra_rt_check_flag() -> memref<1xi32>`.
   func::FuncOp declareFlag(ModuleOp module, SymbolTable &symbols) {
-    if (auto f = symbols.lookup<func::FuncOp>(terra::kRuntimeCheckFlag))
-      return f;
-    OpBuilder b(module.getBodyRegion());
+    Builder b(module.getContext());
     auto type = MemRefType::get({1}, b.getI32Type());
-    auto f = func::FuncOp::create(b, module.getLoc(), terra::kRuntimeCheckFlag,
-                                  b.getFunctionType({}, type));
-    f.setPrivate();
-    f->setAttr("llvm.emit_c_interface", b.getUnitAttr());
-    symbols.insert(f);
-    return f;
+    return terra::declareFunction(module, &symbols, terra::kRuntimeCheckFlag,
+                                  b.getFunctionType({}, type), true);
   }
 
   /// Replaces guard `call` (in a kernel) by a store of its message index

@@ -6,6 +6,7 @@
 // (see the pass description in Passes.td).
 //
 //===----------------------------------------------------------------------===//
+#include "../RuntimeDecl.h"
 #include "../RuntimeNames.h"
 #include "HostMemory.h"
 
@@ -247,14 +248,8 @@ Value copyToHost(Value memref, Operation *at, Location loc) {
   auto module = at->getParentOfType<ModuleOp>();
   std::string name =
       (terra::kRuntimeToHost + terra::runtimeDTypeSuffix(elem)).str();
-  auto callee = module.lookupSymbol<func::FuncOp>(name);
-  if (!callee) {
-    OpBuilder mb(module.getBodyRegion());
-    callee = func::FuncOp::create(mb, module.getLoc(), name,
-                                  mb.getFunctionType({unranked}, {unranked}));
-    callee.setPrivate();
-    callee->setAttr("llvm.emit_c_interface", mb.getUnitAttr());
-  }
+  func::FuncOp callee = terra::declareFunction(
+      module, nullptr, name, b.getFunctionType({unranked}, {unranked}), true);
   Value in = memref::CastOp::create(b, loc, unranked, memref);
   Value host =
       func::CallOp::create(b, loc, callee, ValueRange{in}).getResult(0);
