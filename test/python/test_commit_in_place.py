@@ -229,3 +229,48 @@ def test_a_branch_making_a_new_tensor_leaves_the_old_state_alone() -> None:
         assert len(old_e) == len(old_t) == 4
         for a, b in zip(old_e, old_t):
             assert_same(b, a, f"a replaced buffer, serialized={serialized}")
+
+
+def test_a_fed_view_of_a_parameter_written_in_place() -> None:
+    # The step's input is a view of the weight the step updates in place
+    # (eager: the view is read before the update and shows the updated
+    # weight afterwards). The runtime gives the graph a copy of a feed
+    # overlapping a state it writes in place (terra.donated_states).
+    def make() -> tuple:
+        torch.manual_seed(0)
+        model = torch.nn.Linear(6, 6)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, y):
+            loss = F.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            # Read after the update: eager's view shows the new weight.
+            return loss, x.sum()
+        return step, model, opt
+
+    for serialized in (True, False):
+        step_e, model_e, opt_e = make()
+        step_t, model_t, opt_t = make()
+        fn = terra.function(step_t, cache_dir=None, serialized=serialized)
+        g = torch.Generator().manual_seed(2)
+        for i in range(12):
+            y = torch.randn(6, 6, generator=g)
+            # Rows 1..6 of the weight (transposed: a strided view), each
+            # copy's own.
+            x_e = model_e.weight.detach().t()
+            x_t = model_t.weight.detach().t()
+            before = x_t.clone()
+            (loss_e, sum_e), (loss_t, sum_t) = step_e(x_e, y), fn(x_t, y)
+            assert_same(loss_t, loss_e, f"step {i} loss, serialized={serialized}")
+            assert_same(sum_t, sum_e, f"step {i} the view's sum after the update, serialized={serialized}")
+            # The view shows the update, as in eager.
+            assert_same(x_t, x_e, f"step {i} the fed view, serialized={serialized}")
+            assert not torch.equal(x_t, before)
+            for a, b in zip(model_e.parameters(), model_t.parameters()):
+                assert_same(b, a, f"step {i} parameters, serialized={serialized}")
+        stats = terra.stats(fn)
+        assert stats["coexec_iterations"] > 0, stats
+        if serialized:
+            assert stats["commits_in_place"] > 0, stats
