@@ -280,6 +280,17 @@ PyObject *intTuple(c10::IntArrayRef values) {
   return tuple;
 }
 
+/// Whether `t` is a torch.Tensor or an nn.Parameter itself, not a subclass
+/// (which may override data_ptr).
+bool isPlainTensor(PyObject *t) {
+  static PyObject *parameterType = [] {
+    py::object type = py::module_::import("torch.nn").attr("Parameter");
+    return type.release().ptr();
+  }();
+  PyObject *type = reinterpret_cast<PyObject *>(Py_TYPE(t));
+  return type == THPVariableClass || type == parameterType;
+}
+
 /// runio.tensor_spec of each tensor, read from the tensors' C++ side, with
 /// the spec of the last call (`previous`, same order) returned again where
 /// it still stands: the runtime then reuses what it read from it (Graph.
@@ -289,17 +300,12 @@ PyObject *intTuple(c10::IntArrayRef values) {
 /// does not name (it raises, naming it).
 py::list tensorSpecs(py::list tensors, py::dict elements, py::object previous,
                      py::object slow) {
-  static PyObject *parameterType = [] {
-    py::object type = py::module_::import("torch.nn").attr("Parameter");
-    return type.release().ptr();
-  }();
   PyObject *last = PyList_Check(previous.ptr()) ? previous.ptr() : nullptr;
   Py_ssize_t n = PyList_GET_SIZE(tensors.ptr());
   py::list out(n);
   for (Py_ssize_t k = 0; k < n; ++k) {
     PyObject *t = PyList_GET_ITEM(tensors.ptr(), k);
-    PyObject *type = reinterpret_cast<PyObject *>(Py_TYPE(t));
-    bool plain = type == THPVariableClass || type == parameterType;
+    bool plain = isPlainTensor(t);
     const at::Tensor *x = plain ? &THPVariable_Unpack(t) : nullptr;
     if (x &&
         (!x->has_storage() || x->unsafeGetTensorImpl()->is_python_dispatch()))
@@ -349,18 +355,13 @@ py::list tensorSpecs(py::list tensors, py::dict elements, py::object previous,
 /// not a plain tensor with storage (a subclass may override data_ptr: the
 /// caller reads them through Python then).
 py::object pointerIndex(py::list names, py::list tensors) {
-  static PyObject *parameterType = [] {
-    py::object type = py::module_::import("torch.nn").attr("Parameter");
-    return type.release().ptr();
-  }();
   Py_ssize_t n = PyList_GET_SIZE(tensors.ptr());
   if (PyList_GET_SIZE(names.ptr()) != n)
     throw py::value_error("pointer_index: as many names as tensors");
   py::dict index;
   for (Py_ssize_t k = 0; k < n; ++k) {
     PyObject *t = PyList_GET_ITEM(tensors.ptr(), k);
-    PyObject *type = reinterpret_cast<PyObject *>(Py_TYPE(t));
-    if (type != THPVariableClass && type != parameterType)
+    if (!isPlainTensor(t))
       return py::none();
     const at::Tensor &x = THPVariable_Unpack(t);
     if (!x.has_storage() || x.unsafeGetTensorImpl()->is_python_dispatch())
