@@ -170,8 +170,13 @@ struct TerraCommitInPlacePass
         }
       if (call.getCallee() == terra::kRuntimeCase &&
           call->getBlock() == &entry && call.getNumOperands() > 0)
-        if (auto id = constantI64(call.getOperand(0)))
-          caseCalls.try_emplace(*id, call);
+        if (auto id = constantI64(call.getOperand(0))) {
+          // Two receives of one selection: which one chose the branch is
+          // not known here, so neither is used.
+          auto [it, inserted] = caseCalls.try_emplace(*id, call);
+          if (!inserted)
+            it->second = nullptr;
+        }
       if (call.getCallee().starts_with(terra::kRuntimeFetch) &&
           call->hasAttr(kUpdatesState))
         fetches.push_back(call);
@@ -465,7 +470,7 @@ struct TerraCommitInPlacePass
         splitUpdate(c, c.flag);
   }
 
-  /// Whether memrefs `a` and `b` of one shape view the same elements at each
+  /// Whether memrefs `x` and `y` of one shape view the same elements at each
   /// index: the same aligned pointer, offset, sizes and strides.
   static Value sameView(OpBuilder &b, Location loc, Value x, Value y) {
     auto ptr = [&](Value v) {
