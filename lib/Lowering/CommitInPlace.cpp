@@ -153,7 +153,7 @@ struct TerraCommitInPlacePass
     llvm::DenseMap<Value, int64_t> stateRoots;
     llvm::DenseMap<int64_t, func::CallOp>
         stateCalls; // first in the entry block
-    llvm::DenseMap<int64_t, func::CallOp> caseCalls; // in the entry block
+    llvm::DenseMap<int64_t, func::CallOp> caseCalls; // received once
     SmallVector<func::CallOp> fetches;
     func.walk<WalkOrder::PreOrder>([&](Operation *op) {
       order[op] = order.size();
@@ -168,12 +168,13 @@ struct TerraCommitInPlacePass
           if (call->getBlock() == &entry)
             stateCalls.try_emplace(*id, call);
         }
-      if (call.getCallee() == terra::kRuntimeCase &&
-          call->getBlock() == &entry && call.getNumOperands() > 0)
+      if (call.getCallee() == terra::kRuntimeCase && call.getNumOperands() > 0)
         if (auto id = constantI64(call.getOperand(0))) {
-          // Two receives of one selection: which one chose the branch is
-          // not known here, so neither is used.
-          auto [it, inserted] = caseCalls.try_emplace(*id, call);
+          // A selection received once, in the entry block; received twice
+          // (anywhere), which receive chose the branch is not known here,
+          // so neither is used.
+          auto [it, inserted] = caseCalls.try_emplace(
+              *id, call->getBlock() == &entry ? call : func::CallOp());
           if (!inserted)
             it->second = nullptr;
         }

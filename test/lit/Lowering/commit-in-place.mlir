@@ -286,3 +286,30 @@ func.func @case_not_known(%g: memref<4xf32>) {
   call @terra_rt_fetch_f32(%c1, %u) {terra.updates_state = 0 : i64, terra.updates_state_case = array<i64: 9, 1>} : (i64, memref<*xf32>) -> ()
   return
 }
+
+// The selection is received twice (here once more inside a branch): which
+// receive chose the branch is not known, so not in place.
+// CHECK-LABEL: func.func @case_received_twice
+// CHECK-NOT:     terra_rt_commit_ready
+// CHECK:         call @terra_rt_fetch_f32
+func.func @case_received_twice(%g: memref<4xf32>, %b: i1) {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c2 = arith.constant 2 : i64
+  %c5 = arith.constant 5 : i64
+  %s = call @terra_rt_state_contiguous_f32(%c0, %c1) : (i64, i64) -> memref<*xf32>
+  %p = memref.cast %s : memref<*xf32> to memref<4xf32>
+  %case = call @terra_rt_case(%c5, %c2) : (i64, i64) -> index
+  scf.if %b {
+    %again = func.call @terra_rt_case(%c5, %c2) : (i64, i64) -> index
+  }
+  %new = memref.alloc() {alignment = 64 : i64} : memref<4xf32>
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]} ins(%p, %g : memref<4xf32>, memref<4xf32>) outs(%new : memref<4xf32>) {
+  ^bb0(%a: f32, %x: f32, %o: f32):
+    %d = arith.addf %a, %x : f32
+    linalg.yield %d : f32
+  }
+  %u = memref.cast %new : memref<4xf32> to memref<*xf32>
+  call @terra_rt_fetch_f32(%c1, %u) {terra.updates_state = 0 : i64, terra.updates_state_case = array<i64: 5, 1>} : (i64, memref<*xf32>) -> ()
+  return
+}
