@@ -734,6 +734,32 @@ def TerraLinalgToGPU : Pass<"terra-linalg-to-gpu", "mlir::func::FuncOp"> {
   ];
 }
 
+def TerraSplitDeallocs : Pass<"terra-split-deallocs", "mlir::func::FuncOp"> {
+  let summary = "Free each buffer of a retain-free bufferization.dealloc on its own";
+  let description = [{
+    Runs in the CPU pipelines between `-buffer-deallocation-simplification`
+    and `-bufferization-lower-deallocations`. A `bufferization.dealloc`
+    frees each of its memrefs whose condition holds, each underlying
+    buffer once even when several of them alias. The upstream lowering
+    keeps that promise with a generic helper that compares every memref's
+    base pointer with every other's at run time: quadratic in the memrefs.
+    The last dealloc of a graph lists every buffer still owned at its end
+    (YOLOv3's: ~2100, many of them branch results, which the
+    simplification cannot tell apart), ~2.2M comparisons right before the
+    run ends, on the step's critical path. Our runtime's free
+    (`_mlir_memref_to_llvm_free`) releases only buffers the run allocated
+    and still holds, and forgets each as it releases it, so freeing one
+    buffer twice in a row, with no allocation in between, frees it once.
+    This pass therefore replaces a dealloc without retained values by one
+    `memref.dealloc` per memref, under `scf.if` on its condition unless
+    that is a constant (none where it is false). Deallocs that retain
+    values (they also answer which retained values still own their
+    buffer) are left to the upstream lowering.
+  }];
+  let dependentDialects = ["mlir::scf::SCFDialect",
+                           "mlir::memref::MemRefDialect"];
+}
+
 def TerraOutlineLoops : Pass<"terra-outline-loops", "mlir::ModuleOp"> {
   let summary = "Outline each outermost loop nest of a function into a function of its own";
   let description = [{

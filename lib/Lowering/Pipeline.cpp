@@ -58,7 +58,7 @@ void terra::addBufferizationPasses(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(createTerraProtectFetches());
 }
 
-void terra::addBufferDeallocationPasses(OpPassManager &pm) {
+void terra::addBufferDeallocationPasses(OpPassManager &pm, bool hostFree) {
   memref::ExpandReallocPassOptions realloc;
   realloc.emitDeallocs = false;
   pm.addPass(memref::createExpandReallocPass(realloc));
@@ -66,6 +66,8 @@ void terra::addBufferDeallocationPasses(OpPassManager &pm) {
   pm.addPass(bufferization::createOwnershipBasedBufferDeallocationPass());
   pm.addPass(createTerraCanonicalizer());
   pm.addPass(bufferization::createBufferDeallocationSimplificationPass());
+  if (hostFree)
+    pm.addNestedPass<func::FuncOp>(createTerraSplitDeallocs());
   pm.addPass(bufferization::createLowerDeallocationsPass());
   pm.addPass(createCSEPass());
   GreedyRewriteConfig bottomUp;
@@ -96,7 +98,7 @@ void terra::buildCPULoweringPipeline(OpPassManager &pm) {
   pm.addPass(
       createTerraCollapseDims(TerraCollapseDimsOptions{/*onBuffers=*/true}));
   pm.addPass(createConvertLinalgToLoopsPass());
-  addBufferDeallocationPasses(pm);
+  addBufferDeallocationPasses(pm, /*hostFree=*/true);
   addHostLoopsToLLVMPasses(pm);
 }
 
@@ -123,6 +125,7 @@ void terra::buildGPULoopsOnCPUPipeline(OpPassManager &pm) {
   addFusionPasses(pm);
   addBufferizationPasses(pm);
   pm.addPass(createTerraLibraryCalls());
+  // As the GPU pipeline's (which does not free through the host's free).
   addBufferDeallocationPasses(pm);
   TerraLinalgToGPUOptions kernelOpts;
   kernelOpts.kernels = false;

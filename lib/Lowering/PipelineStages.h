@@ -40,7 +40,12 @@ void addBufferizationPasses(mlir::OpPassManager &pm);
 /// canonicalization, which cleans up the lowered deallocs, walks bottom-up:
 /// top-down it took 17 of YOLOv3's 20 s of MLIR pipeline on the ~2.7k scf.if
 /// its guarded deallocations make, bottom-up 0.3 s.
-void addBufferDeallocationPasses(mlir::OpPassManager &pm);
+/// With `hostFree`, the buffers are freed by the graph runtime's host free
+/// (`_mlir_memref_to_llvm_free`, which frees a buffer at most once):
+/// deallocs that retain nothing free each buffer on its own
+/// (-terra-split-deallocs) instead of through the quadratic alias check.
+void addBufferDeallocationPasses(mlir::OpPassManager &pm,
+                                 bool hostFree = false);
 
 } // namespace terra
 
