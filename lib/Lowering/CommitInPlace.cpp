@@ -382,9 +382,10 @@ struct TerraCommitInPlacePass
     // accumulated long before the optimizer's update, when the host is
     // rarely done yet; the parameters' update comes last).
     OpBuilder b(module.getContext());
-    func::FuncOp ready =
-        declare(module, terra::kRuntimeCommitReady,
-                FunctionType::get(module.getContext(), {}, b.getI1Type()));
+    func::FuncOp ready = terra::declareFunction(
+        module, nullptr, terra::kRuntimeCommitReady,
+        FunctionType::get(module.getContext(), {}, b.getI1Type()),
+        /*cInterface=*/false);
     llvm::DenseMap<Operation *, Value> asked;
     for (Candidate &c : accepted) {
       Value &flag = asked[c.at];
@@ -452,11 +453,11 @@ struct TerraCommitInPlacePass
       Value id = c.fetch.getOperand(0);
       Value stateId = arith::ConstantOp::create(fb, c.fetch.getLoc(),
                                                 fb.getI64IntegerAttr(c.state));
-      func::FuncOp f =
-          declare(module, (terra::kRuntimeFetchState + suffix).str(),
-                  fb.getFunctionType(
-                      {id.getType(), stateId.getType(), memref.getType()}, {}),
-                  /*cInterface=*/true);
+      func::FuncOp f = terra::declareFunction(
+          module, nullptr, (terra::kRuntimeFetchState + suffix).str(),
+          fb.getFunctionType(
+              {id.getType(), stateId.getType(), memref.getType()}, {}),
+          /*cInterface=*/true);
       func::CallOp::create(fb, c.fetch.getLoc(), f,
                            ValueRange{id, stateId, memref});
       c.fetch.erase();
@@ -625,11 +626,6 @@ struct TerraCommitInPlacePass
       if (base(collapse.getSrc()).getType() == whole)
         return collapse.getReassociationIndices();
     return std::nullopt;
-  }
-
-  static func::FuncOp declare(ModuleOp module, StringRef name,
-                              FunctionType type, bool cInterface = false) {
-    return terra::declareFunction(module, nullptr, name, type, cInterface);
   }
 };
 

@@ -213,6 +213,7 @@ bool overlapsDonated(RunState *run, const Tensor &t, int64_t self = -1) {
   if (!run->donatedSpansBuilt) {
     run->donatedSpansBuilt = true;
     run->isDonated.assign(run->states.size(), false);
+    run->overlapsDonated.assign(run->states.size(), false);
     for (int64_t id : *run->donatedStates)
       if (id >= 0 && size_t(id) < run->states.size() &&
           run->states[id].numel()) {
@@ -226,17 +227,17 @@ bool overlapsDonated(RunState *run, const Tensor &t, int64_t self = -1) {
     for (size_t i = 0; i < run->donatedSpans.size(); ++i) {
       RunState::DonatedSpan &d = run->donatedSpans[i];
       if (i && d.lo < maxHi) {
-        run->overlappingDonated.insert(d.state);
+        run->overlapsDonated[d.state] = true;
         for (size_t j = 0; j < i; ++j)
           if (run->donatedSpans[j].hi > d.lo)
-            run->overlappingDonated.insert(run->donatedSpans[j].state);
+            run->overlapsDonated[run->donatedSpans[j].state] = true;
       }
       maxHi = std::max(maxHi, d.hi);
       run->donatedMaxHi.push_back(maxHi);
     }
   }
   if (self >= 0 && size_t(self) < run->isDonated.size() && run->isDonated[self])
-    return run->overlappingDonated.count(self) != 0;
+    return run->overlapsDonated[self];
   auto [lo, hi] = span(t);
   // Some span starting before `hi` ends after `lo`.
   auto end =

@@ -280,15 +280,21 @@ PyObject *intTuple(c10::IntArrayRef values) {
   return tuple;
 }
 
-/// Whether `t` is a torch.Tensor or an nn.Parameter itself, not a subclass
-/// (which may override data_ptr).
-bool isPlainTensor(PyObject *t) {
+/// `t`'s C++ tensor when `t` is a torch.Tensor or an nn.Parameter itself
+/// (a subclass may override data_ptr) with storage and no Python dispatch;
+/// else null.
+const at::Tensor *plainTensor(PyObject *t) {
   static PyObject *parameterType = [] {
     py::object type = py::module_::import("torch.nn").attr("Parameter");
     return type.release().ptr();
   }();
   PyObject *type = reinterpret_cast<PyObject *>(Py_TYPE(t));
-  return type == THPVariableClass || type == parameterType;
+  if (type != THPVariableClass && type != parameterType)
+    return nullptr;
+  const at::Tensor *x = &THPVariable_Unpack(t);
+  if (!x->has_storage() || x->unsafeGetTensorImpl()->is_python_dispatch())
+    return nullptr;
+  return x;
 }
 
 /// runio.tensor_spec of each tensor, read from the tensors' C++ side, with
@@ -305,11 +311,7 @@ py::list tensorSpecs(py::list tensors, py::dict elements, py::object previous,
   py::list out(n);
   for (Py_ssize_t k = 0; k < n; ++k) {
     PyObject *t = PyList_GET_ITEM(tensors.ptr(), k);
-    bool plain = isPlainTensor(t);
-    const at::Tensor *x = plain ? &THPVariable_Unpack(t) : nullptr;
-    if (x &&
-        (!x->has_storage() || x->unsafeGetTensorImpl()->is_python_dispatch()))
-      x = nullptr;
+    const at::Tensor *x = plainTensor(t);
     PyObject *element = nullptr;
     if (x) {
       PyObject *dtype =
@@ -361,15 +363,14 @@ py::object pointerIndex(py::list names, py::list tensors) {
   py::dict index;
   for (Py_ssize_t k = 0; k < n; ++k) {
     PyObject *t = PyList_GET_ITEM(tensors.ptr(), k);
-    if (!isPlainTensor(t))
+    const at::Tensor *x = plainTensor(t);
+    if (!x)
       return py::none();
-    const at::Tensor &x = THPVariable_Unpack(t);
-    if (!x.has_storage() || x.unsafeGetTensorImpl()->is_python_dispatch())
-      return py::none();
-    if (x.numel() == 0)
+    if (x->numel() == 0)
       continue;
-    py::object ptr = py::reinterpret_steal<py::object>(
-        PyLong_FromUnsignedLongLong(reinterpret_cast<uintptr_t>(x.data_ptr())));
+    py::object ptr =
+        py::reinterpret_steal<py::object>(PyLong_FromUnsignedLongLong(
+            reinterpret_cast<uintptr_t>(x->data_ptr())));
     if (!ptr)
       throw py::error_already_set();
     PyObject *names_at = PyDict_GetItemWithError(index.ptr(), ptr.ptr());

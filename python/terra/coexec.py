@@ -411,15 +411,15 @@ class CoExecutor(TapeRecorder, _Recorder):
         # The state tensors' part is the last step's while they are the same
         # objects (YOLOv3's 570: 0.5 ms a step, made afresh).
         # (They are a function of the names and the objects' ids, in order.)
-        key = (list(now), list(map(id, now.values())))
+        idents_key = (list(now), list(map(id, now.values())))
         cached = getattr(registry, "_state_idents", None)
-        if cached is not None and cached[0] == key:
+        if cached is not None and cached[0] == idents_key:
             self.idents: dict[int, tuple] = dict(cached[1])
         else:
             self.idents = {}
             for name, t in now.items():
                 self.idents.setdefault(id(t), ("state", name))
-            registry._state_idents = (key, dict(self.idents))
+            registry._state_idents = (idents_key, dict(self.idents))
         # One tape per shape of the step's tensor arguments (a new batch
         # size or sequence length makes new result shapes).
         key = []

@@ -22,7 +22,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -144,8 +143,8 @@ public:
   };
   std::vector<DonatedSpan> donatedSpans;
   std::vector<uintptr_t> donatedMaxHi;  ///< Largest end of spans[0..i].
-  std::set<int64_t> overlappingDonated; ///< Donated states sharing memory.
-  std::vector<bool> isDonated;          ///< By state index.
+  /// By state index: donated, and donated sharing memory with another.
+  std::vector<bool> isDonated, overlapsDonated;
   bool donatedSpansBuilt = false;
   /// Values the graph wrote into their state's memory this run (published
   /// by terra_rt_fetch_state_* without a copy).
