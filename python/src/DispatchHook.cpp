@@ -57,9 +57,12 @@ namespace {
 /// What the fallback calls: set by `arm`, cleared by `disarm` (the GIL
 /// guards both, and every use).
 struct Armed {
-  py::object handler; // handler(func, args, kwargs) -> results or miss
+  py::object handler; // handler(func, args, kwargs[, here]) -> results, miss
+                      // or run
   py::object miss;
   py::object lookup; // lookup(qualified name, overload) -> OpOverload
+  py::object run;    // "run it yourself, past the Python key" (or None)
+  py::object ran;    // ran(results) after such a run (or None)
 };
 Armed *armed = nullptr;
 
@@ -69,7 +72,7 @@ std::unordered_map<const c10::FunctionSchema *, py::object> *overloads =
     nullptr;
 
 struct Counts {
-  long hits = 0, misses = 0;
+  long hits = 0, misses = 0, ranHere = 0;
 } counts;
 
 constexpr c10::DispatchKey kHookKey = c10::DispatchKey::Fake;
@@ -184,10 +187,51 @@ void redispatch(const c10::OperatorHandle &op, c10::DispatchKeySet keys,
       stack);
 }
 
+/// Whether any tensor among the op's arguments (the last `n` values of the
+/// stack, lists included) is a Python subclass (a placeholder): such an op
+/// needs the Python key.
+bool hasPythonTensor(const torch::jit::Stack &stack, size_t n) {
+  auto python = [](const c10::IValue &v) {
+    return v.isTensor() && v.toTensor().defined() &&
+           v.toTensor().key_set().has(c10::DispatchKey::Python);
+  };
+  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+    const c10::IValue &v = stack[i];
+    if (python(v))
+      return true;
+    if (v.isList())
+      for (const c10::IValue &x : v.toListRef())
+        if (python(x))
+          return true;
+  }
+  return false;
+}
+
+/// The op's returns (the last values of the stack) as Python sees them:
+/// None, one value, or a tuple.
+py::object returnsToPython(const c10::FunctionSchema &schema,
+                           const torch::jit::Stack &stack) {
+  size_t r = schema.returns().size();
+  if (r == 0)
+    return py::none();
+  if (r == 1)
+    return torch::jit::toPyObject(stack.back());
+  py::tuple out(r);
+  for (size_t i = 0; i < r; ++i)
+    out[i] = torch::jit::toPyObject(stack[stack.size() - r + i]);
+  return std::move(out);
+}
+
 /// Whether the armed handler replayed the op (its results then replace its
-/// arguments on the stack). A Python error is rethrown as torch's
-/// `python_error`, which torch's bindings raise as the error itself.
-bool replayed(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
+/// arguments on the stack), or had the hook run it: the handler may answer
+/// `run` for an op none of whose tensors needs the Python key, which is
+/// then redispatched from here past that key, with the Python key
+/// excluded for the ops its kernel calls (as a dispatch mode's handler
+/// runs an op with the mode stashed), and its results are handed to `ran`.
+/// A Python error is rethrown as torch's `python_error`, which torch's
+/// bindings raise as the error itself.
+bool replayed(const c10::OperatorHandle &op, c10::DispatchKeySet keys,
+              torch::jit::Stack *stack) {
   py::gil_scoped_acquire gil;
   if (!armed)
     return false;
@@ -196,14 +240,41 @@ bool replayed(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
     size_t n = schema.arguments().size();
     py::object func = overloadOf(op);
     auto [args, kwargs] = pythonArguments(schema, *stack, n);
+    // (The handler may disarm the hook: what follows uses copies.)
+    py::object miss = armed->miss, run = armed->run, ran = armed->ran;
+    bool canRun = !run.is_none();
+    bool here = canRun && !hasPythonTensor(*stack, n);
     py::object out;
     {
       HookOff off;
-      out = armed->handler(func, args, kwargs);
+      out = canRun ? armed->handler(func, args, kwargs, here)
+                   : armed->handler(func, args, kwargs);
     }
-    if (out.is(armed->miss)) {
+    if (out.is(miss)) {
       ++counts.misses;
       return false;
+    }
+    if (canRun && out.is(run)) {
+      if (!here)
+        throw std::runtime_error("terra: the dispatch hook's handler asked "
+                                 "to run " +
+                                 schema.name() + " past the Python key");
+      {
+        HookOff off;
+        c10::impl::ExcludeDispatchKeyGuard noPython(c10::DispatchKeySet(
+            {c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+        op.redispatchBoxed(
+            keys & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER,
+                                       c10::DispatchKey::Python),
+            stack);
+      }
+      ++counts.ranHere;
+      if (!ran.is_none()) {
+        py::object results = returnsToPython(schema, *stack);
+        HookOff off;
+        ran(results);
+      }
+      return true;
     }
     torch::jit::drop(*stack, n);
     pushResults(schema, *stack, out);
@@ -219,7 +290,7 @@ bool replayed(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
 
 void fallback(const c10::OperatorHandle &op, c10::DispatchKeySet keys,
               torch::jit::Stack *stack) {
-  if (replayed(op, stack))
+  if (replayed(op, keys, stack))
     return;
   // The rest of the op's dispatch (the Python key's handler, or a kernel
   // and the ops it calls) runs with the hook off, as a dispatch mode's
@@ -399,14 +470,20 @@ PYBIND11_MODULE(_terra_dispatch, m) {
   overloads = new std::unordered_map<const c10::FunctionSchema *, py::object>;
   m.def(
       "arm",
-      [](py::object handler, py::object miss, py::object lookup) {
+      [](py::object handler, py::object miss, py::object lookup, py::object run,
+         py::object ran) {
         delete armed;
-        armed =
-            new Armed{std::move(handler), std::move(miss), std::move(lookup)};
+        armed = new Armed{std::move(handler), std::move(miss),
+                          std::move(lookup), std::move(run), std::move(ran)};
       },
       py::arg("handler"), py::arg("miss"), py::arg("lookup"),
+      py::arg("run") = py::none(), py::arg("ran") = py::none(),
       "Sets the handler the hook calls, handler(func, args, kwargs) -> the "
-      "op's results or `miss`; lookup(name, overload) -> the OpOverload.");
+      "op's results or `miss`; lookup(name, overload) -> the OpOverload. "
+      "With `run`, the handler is called with a fourth argument, `here` "
+      "(no tensor argument needs the Python key), and may return `run` "
+      "when `here`: the hook then runs the op itself, past the Python key, "
+      "and calls ran(results) (if given).");
   m.def(
       "disarm",
       [] {
@@ -452,6 +529,7 @@ PYBIND11_MODULE(_terra_dispatch, m) {
         py::dict d;
         d["hits"] = counts.hits;
         d["misses"] = counts.misses;
+        d["ran_here"] = counts.ranHere;
         return d;
       },
       "Ops the handler replayed and ops it passed, since the process "

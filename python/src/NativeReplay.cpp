@@ -39,6 +39,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace py = pybind11;
@@ -91,8 +92,8 @@ PyObject *dictGet(PyObject *d, PyObject *key) {
 /// Python replay, and attribute names interned once.
 struct Config {
   py::object placeholder, token, replayed, tensor, leafSpec, makeWrapper, match,
-      viewReal, relaxedValue, symDim, miss, weakResults, device, wrapperKwnames,
-      elementTypes;
+      viewReal, relaxedValue, symDim, miss, runHere, weakResults, device,
+      wrapperKwnames, elementTypes;
   // Entry attributes.
   PyObject *spec, *outs, *structName, *ids, *written, *effects, *site, *engine,
       *needsFlat;
@@ -154,7 +155,8 @@ struct Counts {
   uint64_t replayed = 0, misses = 0, slowChecks = 0, realViews = 0,
            realWrites = 0, noteNodes = 0, effects = 0, pythonEffects = 0,
            relaxed = 0, reads = 0, formChecks = 0, memoHits = 0, memoMisses = 0,
-           pythonFormChecks = 0, hostEvals = 0, passes = 0, feeds = 0;
+           pythonFormChecks = 0, hostEvals = 0, passes = 0, feeds = 0,
+           passesHere = 0, foreignHere = 0;
 } counts;
 
 PyObject *intern(const char *s) {
@@ -1085,6 +1087,21 @@ py::object replayPlainView(PyObject *ex, PyObject *e, PyObject *view,
   return out;
 }
 
+/// What the replay of a "pass" entry does once its op ran (`out`, its
+/// results): they are named as the Python replay names them and the entry
+/// is recorded as replayed, with its effects sent.
+void passed(PyObject *ex, PyObject *e, PyObject *view, PyObject *func,
+            PyObject *args, PyObject *kwargs, PyObject *out) {
+  nameResults(ex, view, out);
+  py::object r = replayedRecord(e, func, args, kwargs, out, Py_None);
+  py::object replayed = getAttr(ex, config->replayedList);
+  if (PyList_Append(replayed.ptr(), r.ptr()) < 0)
+    throw py::error_already_set();
+  py::object effects = borrow(field(view, fEffects));
+  if (isTrue(effects.ptr()))
+    emit(ex, effects.ptr());
+}
+
 /// The replay of a "pass" entry `e` (an op the graph does not have, run
 /// on the host as it is: the profiler's `record_function` handle that
 /// `zero_grad` and `step` make): TapeRecorder._replay_op for kind "pass",
@@ -1101,14 +1118,7 @@ py::object replayPass(PyObject *ex, PyObject *e, PyObject *view, PyObject *func,
     return PyObject_Call(func, args,
                          PyDict_GET_SIZE(kwargs) ? kwargs : nullptr);
   });
-  nameResults(ex, view, out.ptr());
-  py::object r = replayedRecord(e, func, args, kwargs, out.ptr(), Py_None);
-  py::object replayed = getAttr(ex, config->replayedList);
-  if (PyList_Append(replayed.ptr(), r.ptr()) < 0)
-    throw py::error_already_set();
-  py::object effects = borrow(field(view, fEffects));
-  if (isTrue(effects.ptr()))
-    emit(ex, effects.ptr());
+  passed(ex, e, view, func, args, kwargs, out.ptr());
   return out;
 }
 
@@ -1186,14 +1196,66 @@ public:
   /// anything `dispatch` would hand to the co-executor, and whenever this
   /// handler is not the one torch would call now (another mode on the
   /// stack, or the co-executor's own code running: `rec.inside`).
+  ///
+  /// Two kinds of op it asks the hook to run itself, past torch's Python
+  /// key, by returning the run-here sentinel: an op of another namespace
+  /// than aten's or terra's (the profiler's `_record_function_enter`, in
+  /// every `zero_grad` and optimizer `step`), which the co-executor would
+  /// run as it is anyway, unrecorded; and a "pass" entry the tape expects
+  /// next whose op returns no view of its arguments (the profiler handle's
+  /// `zeros(1)`), replayed as `replayPass` replays it but with the op run
+  /// by the hook from the dispatch key it is at (no `OpOverload` call
+  /// through Python, no second dispatch from the top): the hook then hands
+  /// its results to `ran`. (A view's result would be remade above the hook
+  /// by ADInplaceOrView, so the one `ran` named would not be the one the
+  /// program gets: those run through `replayPass`.)
+  /// `here`: whether the hook can run this op itself (none of its tensors
+  /// is a Python subclass, such as a placeholder, which needs the Python
+  /// key).
   static py::object fast(py::object self, py::handle func, py::handle args,
-                         py::handle kwargs) {
+                         py::handle kwargs, bool here) {
     auto &m = self.cast<DirectMode &>();
+    m.pending = {};
     if (!PyTuple_Check(args.ptr()) || !PyDict_Check(kwargs.ptr()) ||
         isTrue(getAttr(m.rec.ptr(), config->inside).ptr()) ||
         PyLong_AsLong(steal(PyObject_CallNoArgs(m.stackLen.ptr())).ptr()) != 1)
       return config->miss;
+    OpKind kind = here ? opKind(func.ptr()) : OpKind::Aliasing;
+    if (kind == OpKind::Foreign) {
+      if (!m.replaying())
+        return config->miss;
+      ++counts.foreignHere;
+      return config->runHere;
+    }
+    if (kind == OpKind::Plain) {
+      Py_ssize_t q = -1;
+      py::object view;
+      py::object entry = m.expected(func.ptr(), q, view);
+      if (entry && isTrue(field(view.ptr(), fPass))) {
+        ++counts.passes;
+        ++counts.passesHere;
+        advance(m.rec.ptr(), q, field(view.ptr(), fSite));
+        m.pending = {entry, view, py::reinterpret_borrow<py::object>(func),
+                     py::reinterpret_borrow<py::object>(args),
+                     py::reinterpret_borrow<py::object>(kwargs)};
+        return config->runHere;
+      }
+    }
     return replayNext(self, func, args, kwargs);
+  }
+
+  /// The hook ran the op `fast` asked it to run (`out`: its results, one
+  /// value or a tuple): a pass entry's replay ends here (`passed`, with
+  /// the handler off as in `replayPass`).
+  static void ran(py::object self, py::handle out) {
+    auto &m = self.cast<DirectMode &>();
+    Pending p = std::move(m.pending);
+    m.pending = {};
+    if (!p.entry)
+      return;
+    Handler handler(m, self);
+    passed(m.rec.ptr(), p.entry.ptr(), p.view.ptr(), p.func.ptr(), p.args.ptr(),
+           p.kwargs.ptr(), out.ptr());
   }
 
   /// A read by a tensor method (`item`, `tolist`, ...: `orig`, a C
@@ -1388,17 +1450,64 @@ private:
     if (!e || getAttr(e.ptr(), config->func).ptr() != func)
       return {};
     view = entryView(e.ptr());
-    if (!view)
+    if (!view || !onThread())
       return {};
-    py::object thread = getAttr(r, config->thread);
-    if (PyLong_AsUnsignedLong(thread.ptr()) != PyThread_get_thread_ident()) {
-      PyErr_Clear();
-      return {};
-    }
     return e;
   }
 
+  /// Replaying (the first checks of `expected`, without an entry): what
+  /// the co-executor does with an op of another namespace then is to run
+  /// it as it is, unrecorded.
+  bool replaying() {
+    PyObject *r = rec.ptr();
+    return isTrue(getAttr(r, config->fast).ptr()) &&
+           !isTrue(getAttr(r, config->bDepth).ptr()) &&
+           !isTrue(getAttr(r, config->paused).ptr()) && onThread();
+  }
+
+  /// Whether this is the co-executed program's thread.
+  bool onThread() {
+    py::object thread = getAttr(rec.ptr(), config->thread);
+    if (PyLong_AsUnsignedLong(thread.ptr()) != PyThread_get_thread_ident()) {
+      PyErr_Clear();
+      return false;
+    }
+    return true;
+  }
+
+  /// What `fast` knows of an op from its schema (kept per OpOverload, which
+  /// torch keeps for the process's life): another namespace than aten's
+  /// and terra's, a result aliasing an argument (a view or an in-place
+  /// op), or neither.
+  enum class OpKind { Plain, Aliasing, Foreign };
+  static OpKind opKind(PyObject *func) {
+    static auto *kinds = new std::unordered_map<PyObject *, OpKind>();
+    auto it = kinds->find(func);
+    if (it != kinds->end())
+      return it->second;
+    py::object schema =
+        py::reinterpret_borrow<py::object>(func).attr("_schema");
+    std::string name = py::str(schema.attr("name"));
+    OpKind kind = OpKind::Plain;
+    if (name.rfind("aten::", 0) != 0 && name.rfind("terra::", 0) != 0) {
+      kind = OpKind::Foreign;
+    } else {
+      for (py::handle r : schema.attr("returns"))
+        if (!r.attr("alias_info").is_none())
+          kind = OpKind::Aliasing;
+    }
+    Py_INCREF(func); // (kept as the map's key)
+    kinds->emplace(func, kind);
+    return kind;
+  }
+
+  /// A pass entry `fast` replays while the hook runs its op.
+  struct Pending {
+    py::object entry, view, func, args, kwargs;
+  };
+
   py::object rec, stackDispatch, setMode, stackLen;
+  Pending pending;
 };
 
 void configure(py::dict c) {
@@ -1419,6 +1528,7 @@ void configure(py::dict c) {
   cfg->relaxedValue = get("relaxed_value");
   cfg->symDim = get("SymDim");
   cfg->miss = get("miss");
+  cfg->runHere = get("run_here");
   cfg->weakResults = get("WeakResults");
   cfg->elementTypes = get("element_types");
   cfg->device = config && config->device ? config->device : py::str("cpu");
@@ -1571,6 +1681,8 @@ void terra::bindNativeReplay(py::module_ &m) {
         d["python_form_checks"] = counts.pythonFormChecks;
         d["host_evals"] = counts.hostEvals;
         d["passes"] = counts.passes;
+        d["passes_here"] = counts.passesHere;
+        d["foreign_here"] = counts.foreignHere;
         d["feeds"] = counts.feeds;
         return d;
       },
@@ -1585,9 +1697,12 @@ void terra::bindNativeReplay(py::module_ &m) {
            py::arg("types"), py::arg("args") = py::tuple(),
            py::arg("kwargs") = py::none())
       .def("fast", &DirectMode::fast, py::arg("func"), py::arg("args"),
-           py::arg("kwargs"),
+           py::arg("kwargs"), py::arg("here") = false,
            "Replays the op if the tape expects it next (the dispatch-key "
-           "hook's handler); the miss sentinel otherwise.")
+           "hook's handler); the run-here sentinel for an op the hook is to "
+           "run itself (then `ran`); the miss sentinel otherwise.")
+      .def("ran", &DirectMode::ran, py::arg("out"),
+           "The results of the op the hook ran for `fast`.")
       .def("read", &DirectMode::read, py::arg("t"), py::arg("kind"),
            py::arg("orig"), py::arg("args"), py::arg("kwargs"),
            "Replays a read the tape answers with a value the host has; the "

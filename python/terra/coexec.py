@@ -39,7 +39,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from . import backward, dropout, indexing, native, relax, replay, tracing
 from .placeholder import Placeholder, Token, ValueUnavailable, real, view_placeholder
 from .loops import restrict, transitions
-from .replay import _MISS, TapeRecorder, WeakResults, _Replayed, logged_outputs
+from .replay import _MISS, _RUN_HERE, TapeRecorder, WeakResults, _Replayed, logged_outputs
 from .runio import resolve_later, tensor_spec, tensor_specs, to_torch
 from .sites import Site, engine_frame, user_line
 from .tape import End, Entry, Tape, flat_inputs, relax_spec
@@ -561,7 +561,7 @@ class CoExecutor(TapeRecorder, _Recorder):
         self._hook_was: Optional[bool] = None
         if hook is not None and _HOOK_OWNER is None:
             _HOOK_OWNER = self
-            hook.arm(self._direct.fast, _MISS, _overload)
+            hook.arm(self._direct.fast, _MISS, _overload, _RUN_HERE, self._direct.ran)
             self._hook_was = hook.enable(True)
         return self
 

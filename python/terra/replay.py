@@ -1247,6 +1247,9 @@ class _Replayed:
 
 
 _MISS = object()
+# DirectMode.fast's answer to the dispatch hook: run this op yourself
+# (DispatchHook.cpp), then hand its results to DirectMode.ran.
+_RUN_HERE = object()
 # An entry's attributes the native replay reads, in the order of
 # NativeReplay.cpp's EntryField (Entry.native, which adds whether the entry
 # is a pass): set once the tape is made, when entries no longer change.
@@ -1276,7 +1279,7 @@ def _native_replay() -> Optional[Callable]:
                              "Tensor": torch.Tensor, "LeafSpec": LeafSpec, "make_wrapper": _make_wrapper,
                              "match": _match,
                              "view_real": _view_of_real, "relaxed_value": relaxed_value, "SymDim": sizes.SymDim,
-                             "miss": _MISS, "WeakResults": WeakResults, "element_types": ELEMENT_TYPES})
+                             "miss": _MISS, "run_here": _RUN_HERE, "WeakResults": WeakResults, "element_types": ELEMENT_TYPES})
     return module.replay_plain
 
 

@@ -25,7 +25,7 @@ try:
 except NativeModuleMissing as exc:  # pragma: no cover - the build makes it
     pytest.skip(str(exc), allow_module_level=True)
 
-from coexec_helpers import compare, sgd_program, batches  # noqa: E402
+from coexec_helpers import batches, compare, mlp, sgd_program  # noqa: E402
 
 HEADERS = Path(torch.__file__).parent / "include" / "torch" / "csrc" / "autograd" / "python_variable.h"
 
@@ -42,7 +42,7 @@ def _hook():
 
 def test_the_hook_is_built_and_loaded_for_this_torch() -> None:
     hook = _hook()
-    assert set(hook.counts()) == {"hits", "misses"}
+    assert set(hook.counts()) == {"hits", "misses", "ran_here"}
     assert hook.enable(False) is False  # off on this thread outside co-executed steps
 
 
@@ -200,3 +200,103 @@ def test_the_state_pointer_index_is_the_python_one() -> None:
     assert hook.pointer_index(["s"], [torch.zeros(2).as_subclass(Sub)]) is None
     with pytest.raises(ValueError):
         hook.pointer_index(["a", "b"], [a])
+
+
+_RUN = object()
+
+
+def test_a_handler_can_have_the_hook_run_an_op_past_the_python_key() -> None:
+    # `run`: the hook runs the op itself and hands its results to `ran`;
+    # `here` is false for an op with a tensor that needs the Python key (a
+    # subclass such as a placeholder), whose op then goes on to that key.
+    hook = _hook()
+    x = torch.ones(3)
+    asked, results = [], []
+
+    class Wrap(torch.Tensor):  # a subclass with a Python dispatch (as a placeholder)
+        @staticmethod
+        def __new__(cls, elem):
+            r = torch.Tensor._make_wrapper_subclass(cls, elem.size(), dtype=elem.dtype)
+            r.elem = elem
+            return r
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            def unwrap(t):
+                return t.elem if isinstance(t, Wrap) else t
+            out = func(*map(unwrap, args), **{k: unwrap(v) for k, v in (kwargs or {}).items()})
+            return Wrap(out) if isinstance(out, torch.Tensor) else out
+    sub = Wrap(torch.ones(2))
+
+    def handler(func, args, kwargs, here):
+        asked.append((func, here))
+        return _RUN if here and func is torch.ops.aten.mul.Tensor else _MISS
+
+    def ran(out):
+        results.append(out)
+    hook.arm(handler, _MISS, _overload, _RUN, ran)
+    was = hook.enable(True)
+    before = hook.counts()["ran_here"]
+    try:
+        y = torch.ones(2, requires_grad=True)
+        z = y * 3  # run here, below autograd: the result has its node
+        r = x * 2
+        s = sub * 2  # not here: torch's Python key ran it
+    finally:
+        hook.enable(was)
+        hook.disarm()
+    assert torch.equal(r, torch.full((3,), 2.0)) and torch.equal(z.detach(), torch.full((2,), 3.0))
+    assert type(z.grad_fn).__name__ == "MulBackward0"
+    assert type(s) is Wrap and torch.equal(s.elem, torch.full((2,), 2.0))
+    assert hook.counts()["ran_here"] - before == 2
+    assert [h for f, h in asked if f is torch.ops.aten.mul.Tensor] == [True, True, False]
+    # ran got the very tensors the program got
+    assert len(results) == 2 and results[1] is r
+
+
+def test_profiler_ops_and_pass_entries_run_in_the_hook_while_replaying() -> None:
+    # zero_grad and the optimizer's step each open a record_function: its
+    # handle (torch.zeros(1), a "pass" entry of the tape) and
+    # profiler::_record_function_enter (not an aten op: the co-executor
+    # runs it as it is) are run by the hook, not through torch's Python
+    # key; the steps still match eager.
+    hook = _hook()
+    counts = native.load().replay_counts
+    before, ran = counts(), hook.counts()["ran_here"]
+    stats = compare(sgd_program(momentum=0.9), batches(10), max_fallbacks=0)
+    after = counts()
+    replayed = stats["replayed_iterations"]
+    assert replayed >= 4
+    assert after["passes_here"] - before["passes_here"] >= 2 * replayed
+    assert after["foreign_here"] - before["foreign_here"] >= 2 * replayed
+    assert hook.counts()["ran_here"] - ran >= 4 * replayed
+
+
+def test_an_op_of_another_namespace_on_a_real_tensor_runs_in_the_hook() -> None:
+    # A custom op (another namespace) on the step's argument (a real
+    # tensor) is run by the hook, past the Python key; the aten op its
+    # Python kernel calls is not the program's (as under a stashed
+    # dispatch mode) and the steps match eager.
+    _hook()
+    lib = torch.library.Library("terra_hook_test", "DEF")
+    lib.define("twice(Tensor x) -> Tensor")
+    lib.impl("twice", lambda t: t * 2, "CPU")
+    try:
+        def make():
+            model = mlp()
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+            def step(x, y):
+                loss = F.cross_entropy(model(torch.ops.terra_hook_test.twice(x)), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                return loss
+            return step, model, opt
+        counts = native.load().replay_counts
+        before = counts()["foreign_here"]
+        stats = compare(make, batches(8), max_fallbacks=0)
+        assert stats["replayed_iterations"] >= 2
+        assert counts()["foreign_here"] - before >= 3 * stats["replayed_iterations"]
+    finally:
+        del lib
