@@ -156,7 +156,7 @@ struct Counts {
            realWrites = 0, noteNodes = 0, effects = 0, pythonEffects = 0,
            relaxed = 0, reads = 0, formChecks = 0, memoHits = 0, memoMisses = 0,
            pythonFormChecks = 0, hostEvals = 0, passes = 0, feeds = 0,
-           passesHere = 0, foreignHere = 0;
+           passesHere = 0, profilerHere = 0;
 } counts;
 
 PyObject *intern(const char *s) {
@@ -1198,20 +1198,18 @@ public:
   /// stack, or the co-executor's own code running: `rec.inside`).
   ///
   /// Two kinds of op it asks the hook to run itself, past torch's Python
-  /// key, by returning the run-here sentinel: an op of another namespace
-  /// than aten's or terra's (the profiler's `_record_function_enter`, in
-  /// every `zero_grad` and optimizer `step`), which the co-executor would
-  /// run as it is anyway, unrecorded; and a "pass" entry the tape expects
-  /// next whose op returns no view of its arguments (the profiler handle's
-  /// `zeros(1)`), replayed as `replayPass` replays it but with the op run
-  /// by the hook from the dispatch key it is at (no `OpOverload` call
-  /// through Python, no second dispatch from the top): the hook then hands
-  /// its results to `ran`. (A view's result would be remade above the hook
-  /// by ADInplaceOrView, so the one `ran` named would not be the one the
-  /// program gets: those run through `replayPass`.)
-  /// `here`: whether the hook can run this op itself (none of its tensors
-  /// is a Python subclass, such as a placeholder, which needs the Python
-  /// key).
+  /// key, by returning the run-here sentinel: a profiler op (the
+  /// `_record_function_enter` of every `zero_grad` and optimizer `step`),
+  /// which the co-executor would run as it is anyway, unrecorded; and a "pass"
+  /// entry the tape expects next whose op returns no view of its arguments (the
+  /// profiler handle's `zeros(1)`), replayed as `replayPass` replays it but
+  /// with the op run by the hook from the dispatch key it is at (no
+  /// `OpOverload` call through Python, no second dispatch from the top): the
+  /// hook then hands its results to `ran`. (A view's result would be remade
+  /// above the hook by ADInplaceOrView, so the one `ran` named would not be the
+  /// one the program gets: those run through `replayPass`.) `here`: whether the
+  /// hook can run this op itself (none of its tensors is a Python subclass,
+  /// such as a placeholder, which needs the Python key).
   static py::object fast(py::object self, py::handle func, py::handle args,
                          py::handle kwargs, bool here) {
     auto &m = self.cast<DirectMode &>();
@@ -1221,10 +1219,10 @@ public:
         PyLong_AsLong(steal(PyObject_CallNoArgs(m.stackLen.ptr())).ptr()) != 1)
       return config->miss;
     OpKind kind = here ? opKind(func.ptr()) : OpKind::Aliasing;
-    if (kind == OpKind::Foreign) {
+    if (kind == OpKind::Profiler) {
       if (!m.replaying())
         return config->miss;
-      ++counts.foreignHere;
+      ++counts.profilerHere;
       return config->runHere;
     }
     if (kind == OpKind::Plain) {
@@ -1476,10 +1474,10 @@ private:
   }
 
   /// What `fast` knows of an op from its schema (kept per OpOverload, which
-  /// torch keeps for the process's life): another namespace than aten's
-  /// and terra's, a result aliasing an argument (a view or an in-place
-  /// op), or neither.
-  enum class OpKind { Plain, Aliasing, Foreign };
+  /// torch keeps for the process's life): one of the profiler's, an aten
+  /// (or terra) op none of whose results aliases an argument, or another
+  /// (a view, an in-place op, another library's op).
+  enum class OpKind { Plain, Aliasing, Profiler };
   static OpKind opKind(PyObject *func) {
     static auto *kinds = new std::unordered_map<PyObject *, OpKind>();
     auto it = kinds->find(func);
@@ -1489,8 +1487,11 @@ private:
         py::reinterpret_borrow<py::object>(func).attr("_schema");
     std::string name = py::str(schema.attr("name"));
     OpKind kind = OpKind::Plain;
-    if (name.rfind("aten::", 0) != 0 && name.rfind("terra::", 0) != 0) {
-      kind = OpKind::Foreign;
+    if (name.rfind("profiler::", 0) == 0) {
+      kind = OpKind::Profiler;
+    } else if (name.rfind("aten::", 0) != 0 && name.rfind("terra::", 0) != 0) {
+      kind =
+          OpKind::Aliasing; // (another library's: tracing._Recorder._foreign)
     } else {
       for (py::handle r : schema.attr("returns"))
         if (!r.attr("alias_info").is_none())
@@ -1682,7 +1683,7 @@ void terra::bindNativeReplay(py::module_ &m) {
         d["host_evals"] = counts.hostEvals;
         d["passes"] = counts.passes;
         d["passes_here"] = counts.passesHere;
-        d["foreign_here"] = counts.foreignHere;
+        d["profiler_here"] = counts.profilerHere;
         d["feeds"] = counts.feeds;
         return d;
       },

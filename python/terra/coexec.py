@@ -606,6 +606,8 @@ class CoExecutor(TapeRecorder, _Recorder):
         if self.b_depth:  # inside an interaction being recorded
             return self._dispatch_recorded(func, args, kwargs)
         info = _OP_INFO.get(func) or op_info(func)
+        if info.foreign and not self.paused and threading.get_ident() == self.thread:
+            return self._foreign(func, args, kwargs)  # (run on the host, on values it reads)
         if self.paused or not info.aten or (threading.get_ident() != self.thread
                                             and engine_frame(self.thread) is None):
             return func(*args, **kwargs)  # not the program's op: neither recorded nor replayed
@@ -1163,6 +1165,13 @@ class CoExecutor(TapeRecorder, _Recorder):
             return value.reshape(t.shape)
 
     # -- deviation -----------------------------------------------------------------
+    def _foreign_write(self, func: Any, args: tuple, kwargs: dict, name: str) -> Any:
+        """(tracing._Recorder._foreign_write; the traces never had it.) The
+        iteration deviates: its placeholders get their values and the op
+        runs on them eagerly."""
+        self._deviate(f"{name} (an op of another library) writes its argument in place")
+        return func(*args, **kwargs)
+
     def _deviate_after_run_failure(self) -> None:
         self.run.cancel()
         status = self.run.wait()

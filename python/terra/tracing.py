@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 import torch
 from torch._C import _len_torch_dispatch_stack
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode, _pop_mode, _push_mode
 
 try:  # torch 1.13: one Python handler runs the mode stack (see _DirectMode)
@@ -170,13 +170,18 @@ class OpInfo:
     sets) per argument with alias information; `ret_alias`: per return,
     (alias sets, is_write) or None."""
 
-    __slots__ = ("name", "aten", "args", "arg_alias", "ret_alias", "random")
+    __slots__ = ("name", "aten", "foreign", "args", "arg_alias", "ret_alias", "random")
 
     def __init__(self, func: Any):
         schema = func._schema
         self.name = op_name(func)
         # terra's own ops (dropout.py) are recorded like aten's.
-        self.aten = schema.name.split("::", 1)[0] in ("aten", "terra")
+        namespace = schema.name.split("::", 1)[0]
+        self.aten = namespace in ("aten", "terra")
+        # An op of another library (a custom op, torchvision's) that the step
+        # runs on values: the graph does not have it (_Recorder._foreign).
+        # The profiler's ops only mark ranges (record_function's handle).
+        self.foreign = namespace not in ("aten", "terra", "profiler")
         self.args = tuple((i, a.name, a.kwarg_only, _is_tensor_type(str(a.type)),
                            a.alias_info is not None and a.alias_info.is_write)
                           for i, a in enumerate(schema.arguments))
@@ -640,6 +645,8 @@ class _Recorder(TorchDispatchMode):
     def _dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
         info = _OP_INFO.get(func) or op_info(func)
         if self.paused or not info.aten:
+            if info.foreign and not self.paused and threading.get_ident() == self.thread:
+                return self._foreign(func, args, kwargs)
             return func(*args, **kwargs)
         if threading.get_ident() == self.thread:
             start = sys._getframe(1)
@@ -796,6 +803,36 @@ class _Recorder(TorchDispatchMode):
             return args[0]
         p = indexing.plan(func, args, kwargs)
         return NotImplemented if p is None else indexing.run(dispatch, types_, func, args, p)
+
+    def _foreign(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """An op of another library (OpInfo.foreign: a custom op,
+        torchvision's) on tensors. The graph does not have it, so it runs on
+        the host, as it does eagerly, on the current value of each tensor
+        argument, which the host reads as it reads any value (kind "value":
+        a fetch of a value the graph computes, the updated value of state
+        the step wrote in place, nothing for a plain host tensor); its
+        results are host tensors, fed to the graph where the step uses
+        them. Nothing it runs is recorded. (Run on the placeholders
+        themselves, it failed: their values were never published.)"""
+        flat, spec = tree_flatten((args, kwargs))
+        if not any(isinstance(x, torch.Tensor) for x in flat):
+            return func(*args, **kwargs)
+        info = _OP_INFO.get(func) or op_info(func)
+        if any(a[4] for a in info.args):
+            return self._foreign_write(func, args, kwargs, info.name)
+        values = [self.materialize(x, "value", self._operand_value) if isinstance(x, torch.Tensor) else x
+                  for x in flat]
+        args, kwargs = tree_unflatten(values, spec)
+        with self.pause():
+            return func(*args, **kwargs)
+
+    def _foreign_write(self, func: Any, args: tuple, kwargs: dict, name: str) -> Any:
+        """An op of another library that writes an argument in place: the
+        graph could not see the write, so the step cannot be compiled (the
+        function runs eagerly from then on, and says why)."""
+        self.problem(f"{name} (an op of another library) writes its argument in place, "
+                     "which the graph cannot see")
+        return func(*args, **kwargs)
 
     def _read_operands(self, func: Any, args: tuple, kwargs: dict, written: list,
                        site: Site) -> tuple[tuple, dict]:

@@ -2038,3 +2038,62 @@ def test_bit_shifts_co_execute() -> None:
         return step, model, opt
     stats = compare(make, batches(6), max_fallbacks=0)
     assert stats["coexec_iterations"] >= 3
+
+
+def test_an_op_of_another_library_runs_on_the_values_of_its_tensors() -> None:
+    # A custom op (another namespace, a Python kernel) on the step's
+    # argument, on a value the graph computes (a placeholder while
+    # co-executing, which the host reads: a fetch) and on a parameter the
+    # step updated in place (its new value, not the one its tensor still
+    # holds): each runs on the host on the values eager would give it, the
+    # aten op its kernel calls is not the program's, and the steps match
+    # eager with no fallback.
+    lib = torch.library.Library("terra_foreign_test", "DEF")
+    lib.define("twice(Tensor x) -> Tensor")
+    lib.impl("twice", lambda t: t * 2, "CPU")
+    try:
+        def make():
+            model = mlp()
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+            def step(x, y):
+                h = model(torch.ops.terra_foreign_test.twice(x))
+                loss = F.cross_entropy(h, y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                w = torch.ops.terra_foreign_test.twice(model[0].weight.detach())
+                return loss, torch.ops.terra_foreign_test.twice(h.detach()).sum(), w
+            return step, model, opt
+        stats = compare(make, batches(10), max_fallbacks=0)
+        assert stats["replayed_iterations"] >= 4
+        # (the graph's h and the updated weight, fetched each co-executed step)
+        assert {s["graph_reads"] for s in stats["steps"] if s["phase"] == "coexec"} == {2}
+    finally:
+        del lib
+
+
+def test_an_op_of_another_library_writing_in_place_makes_the_step_run_eagerly() -> None:
+    # The graph could not see the write: the step runs eagerly, saying why.
+    lib = torch.library.Library("terra_foreign_write_test", "DEF")
+    lib.define("bump_(Tensor(a!) x) -> Tensor(a!)")
+    lib.impl("bump_", lambda t: t.add_(1), "CPU")
+    try:
+        def make():
+            model = mlp()
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+            def step(x, y):
+                h = model(x)
+                torch.ops.terra_foreign_write_test.bump_(h)
+                loss = F.cross_entropy(h, y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                return loss
+            return step, model, opt
+        with pytest.warns(RuntimeWarning, match="writes its argument in place"):
+            stats = compare(make, batches(6), max_fallbacks=0, expect_coexec=False)
+        assert stats["coexec_iterations"] == 0
+    finally:
+        del lib
