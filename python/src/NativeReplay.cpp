@@ -1218,7 +1218,7 @@ public:
         isTrue(getAttr(m.rec.ptr(), config->inside).ptr()) ||
         PyLong_AsLong(steal(PyObject_CallNoArgs(m.stackLen.ptr())).ptr()) != 1)
       return config->miss;
-    OpKind kind = here ? opKind(func.ptr()) : OpKind::Aliasing;
+    OpKind kind = here ? opKind(func.ptr()) : OpKind::Other;
     if (kind == OpKind::Profiler) {
       if (!m.replaying())
         return config->miss;
@@ -1454,8 +1454,8 @@ private:
   }
 
   /// Replaying (the first checks of `expected`, without an entry): what
-  /// the co-executor does with an op of another namespace then is to run
-  /// it as it is, unrecorded.
+  /// the co-executor does with a profiler op then is to run it as it is,
+  /// unrecorded.
   bool replaying() {
     PyObject *r = rec.ptr();
     return isTrue(getAttr(r, config->fast).ptr()) &&
@@ -1477,7 +1477,7 @@ private:
   /// torch keeps for the process's life): one of the profiler's, an aten
   /// (or terra) op none of whose results aliases an argument, or another
   /// (a view, an in-place op, another library's op).
-  enum class OpKind { Plain, Aliasing, Profiler };
+  enum class OpKind { Plain, Other, Profiler };
   static OpKind opKind(PyObject *func) {
     static auto *kinds = new std::unordered_map<PyObject *, OpKind>();
     auto it = kinds->find(func);
@@ -1490,12 +1490,11 @@ private:
     if (name.rfind("profiler::", 0) == 0) {
       kind = OpKind::Profiler;
     } else if (name.rfind("aten::", 0) != 0 && name.rfind("terra::", 0) != 0) {
-      kind =
-          OpKind::Aliasing; // (another library's: tracing._Recorder._foreign)
+      kind = OpKind::Other; // (another library's: tracing._Recorder._foreign)
     } else {
       for (py::handle r : schema.attr("returns"))
         if (!r.attr("alias_info").is_none())
-          kind = OpKind::Aliasing;
+          kind = OpKind::Other;
     }
     Py_INCREF(func); // (kept as the map's key)
     kinds->emplace(func, kind);
