@@ -2088,3 +2088,26 @@ def test_an_op_of_another_library_writing_in_place_makes_the_step_run_eagerly() 
         assert stats["coexec_iterations"] == 0
     finally:
         del lib
+
+
+def test_an_op_of_another_library_in_a_custom_backward_matches_eager() -> None:
+    # Inside the autograd engine (a custom Function's backward), on the
+    # incoming gradient: read, run on the host, fed back.
+    lib = torch.library.Library("terra_foreign_backward_test", "DEF")
+    lib.define("twice(Tensor x) -> Tensor")
+    lib.impl("twice", lambda t: t * 2, "CPU")
+    try:
+        class Twice(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return torch.ops.terra_foreign_backward_test.twice(g)
+
+        stats = compare(sgd_program(loss=lambda model, x, y: F.cross_entropy(Twice.apply(model(x)), y)),
+                        batches(10), max_fallbacks=0)
+        assert stats["replayed_iterations"] >= 4
+    finally:
+        del lib
