@@ -187,10 +187,17 @@ void redispatch(const c10::OperatorHandle &op, c10::DispatchKeySet keys,
       stack);
 }
 
-/// Whether any tensor among the op's arguments (the last `n` values of the
-/// stack, lists included) is a Python subclass (a placeholder): such an op
-/// needs the Python key.
-bool hasPythonTensor(const torch::jit::Stack &stack, size_t n) {
+/// Whether the hook can run the op itself and give the program what it
+/// computed: none of its results aliases an argument (a view's result is
+/// remade above the hook by ADInplaceOrView, so the one the hook saw would
+/// not be the program's) and no tensor among its arguments (the last `n`
+/// values of the stack, lists included) is a Python subclass, such as a
+/// placeholder, which needs the Python key.
+bool runnableHere(const c10::FunctionSchema &schema,
+                  const torch::jit::Stack &stack, size_t n) {
+  for (const c10::Argument &r : schema.returns())
+    if (r.alias_info())
+      return false;
   auto python = [](const c10::IValue &v) {
     return v.isTensor() && v.toTensor().defined() &&
            v.toTensor().key_set().has(c10::DispatchKey::Python);
@@ -198,13 +205,13 @@ bool hasPythonTensor(const torch::jit::Stack &stack, size_t n) {
   for (size_t i = stack.size() - n; i < stack.size(); ++i) {
     const c10::IValue &v = stack[i];
     if (python(v))
-      return true;
+      return false;
     if (v.isList())
       for (const c10::IValue &x : v.toListRef())
         if (python(x))
-          return true;
+          return false;
   }
-  return false;
+  return true;
 }
 
 /// The op's returns (the last values of the stack) as Python sees them:
@@ -224,7 +231,7 @@ py::object returnsToPython(const c10::FunctionSchema &schema,
 
 /// Whether the armed handler replayed the op (its results then replace its
 /// arguments on the stack), or had the hook run it: the handler may answer
-/// `run` for an op none of whose tensors needs the Python key, which is
+/// `run` for an op the hook can run (`runnableHere`), which is
 /// then redispatched from here past that key, with the Python key
 /// excluded for the ops its kernel calls (as a dispatch mode's handler
 /// runs an op with the mode stashed), and its results are handed to `ran`.
@@ -243,7 +250,7 @@ bool replayed(const c10::OperatorHandle &op, c10::DispatchKeySet keys,
     // (The handler may disarm the hook: what follows uses copies.)
     py::object miss = armed->miss, run = armed->run, ran = armed->ran;
     bool canRun = !run.is_none();
-    bool here = canRun && !hasPythonTensor(*stack, n);
+    bool here = canRun && runnableHere(schema, *stack, n);
     py::object out;
     {
       HookOff off;
@@ -481,7 +488,8 @@ PYBIND11_MODULE(_terra_dispatch, m) {
       "Sets the handler the hook calls, handler(func, args, kwargs) -> the "
       "op's results or `miss`; lookup(name, overload) -> the OpOverload. "
       "With `run`, the handler is called with a fourth argument, `here` "
-      "(no tensor argument needs the Python key), and may return `run` "
+      "(no result aliases an argument and no tensor argument needs the "
+      "Python key), and may return `run` "
       "when `here`: the hook then runs the op itself, past the Python key, "
       "and calls ran(results) (if given).");
   m.def(

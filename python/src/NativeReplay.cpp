@@ -1201,15 +1201,14 @@ public:
   /// key, by returning the run-here sentinel: a profiler op (the
   /// `_record_function_enter` of every `zero_grad` and optimizer `step`),
   /// which the co-executor would run as it is anyway, unrecorded; and a "pass"
-  /// entry the tape expects next whose op returns no view of its arguments (the
-  /// profiler handle's `zeros(1)`), replayed as `replayPass` replays it but
-  /// with the op run by the hook from the dispatch key it is at (no
-  /// `OpOverload` call through Python, no second dispatch from the top): the
-  /// hook then hands its results to `ran`. (A view's result would be remade
-  /// above the hook by ADInplaceOrView, so the one `ran` named would not be the
-  /// one the program gets: those run through `replayPass`.) `here`: whether the
-  /// hook can run this op itself (none of its tensors is a Python subclass,
-  /// such as a placeholder, which needs the Python key).
+  /// entry the tape expects next (the profiler handle's `zeros(1)`),
+  /// replayed as `replayPass` replays it but with the op run by the hook
+  /// from the dispatch key it is at (no `OpOverload` call through Python,
+  /// no second dispatch from the top): the hook then hands its results to
+  /// `ran`. `here`: whether the hook can run this op itself and give the
+  /// program its results (DispatchHook.cpp's `runnableHere`: no view, no
+  /// placeholder among its tensors); else a pass entry runs through
+  /// `replayPass`.
   static py::object fast(py::object self, py::handle func, py::handle args,
                          py::handle kwargs, bool here) {
     auto &m = self.cast<DirectMode &>();
@@ -1218,14 +1217,13 @@ public:
         isTrue(getAttr(m.rec.ptr(), config->inside).ptr()) ||
         PyLong_AsLong(steal(PyObject_CallNoArgs(m.stackLen.ptr())).ptr()) != 1)
       return config->miss;
-    OpKind kind = here ? opKind(func.ptr()) : OpKind::Other;
-    if (kind == OpKind::Profiler) {
+    if (here && isProfiler(func.ptr())) {
       if (!m.replaying())
         return config->miss;
       ++counts.profilerHere;
       return config->runHere;
     }
-    if (kind == OpKind::Plain) {
+    if (here) {
       Py_ssize_t q = -1;
       py::object view;
       py::object entry = m.expected(func.ptr(), q, view);
@@ -1473,32 +1471,19 @@ private:
     return true;
   }
 
-  /// What `fast` knows of an op from its schema (kept per OpOverload, which
-  /// torch keeps for the process's life): one of the profiler's, an aten
-  /// (or terra) op none of whose results aliases an argument, or another
-  /// (a view, an in-place op, another library's op).
-  enum class OpKind { Plain, Other, Profiler };
-  static OpKind opKind(PyObject *func) {
-    static auto *kinds = new std::unordered_map<PyObject *, OpKind>();
-    auto it = kinds->find(func);
-    if (it != kinds->end())
+  /// Whether `func` is one of the profiler's ops (kept per OpOverload,
+  /// which torch keeps for the process's life).
+  static bool isProfiler(PyObject *func) {
+    static auto *known = new std::unordered_map<PyObject *, bool>();
+    auto it = known->find(func);
+    if (it != known->end())
       return it->second;
-    py::object schema =
-        py::reinterpret_borrow<py::object>(func).attr("_schema");
-    std::string name = py::str(schema.attr("name"));
-    OpKind kind = OpKind::Plain;
-    if (name.rfind("profiler::", 0) == 0) {
-      kind = OpKind::Profiler;
-    } else if (name.rfind("aten::", 0) != 0 && name.rfind("terra::", 0) != 0) {
-      kind = OpKind::Other; // (another library's: tracing._Recorder._foreign)
-    } else {
-      for (py::handle r : schema.attr("returns"))
-        if (!r.attr("alias_info").is_none())
-          kind = OpKind::Other;
-    }
+    std::string name = py::str(
+        py::reinterpret_borrow<py::object>(func).attr("_schema").attr("name"));
+    bool profiler = name.rfind("profiler::", 0) == 0;
     Py_INCREF(func); // (kept as the map's key)
-    kinds->emplace(func, kind);
-    return kind;
+    known->emplace(func, profiler);
+    return profiler;
   }
 
   /// A pass entry `fast` replays while the hook runs its op.

@@ -607,7 +607,7 @@ class CoExecutor(TapeRecorder, _Recorder):
             return self._dispatch_recorded(func, args, kwargs)
         info = _OP_INFO.get(func) or op_info(func)
         if info.foreign and not self.paused and threading.get_ident() == self.thread:
-            return self._foreign(func, args, kwargs)  # (run on the host, on values it reads)
+            return self._foreign(func, info, args, kwargs)  # (run on the host, on values it reads)
         if self.paused or not info.aten or (threading.get_ident() != self.thread
                                             and engine_frame(self.thread) is None):
             return func(*args, **kwargs)  # not the program's op: neither recorded nor replayed

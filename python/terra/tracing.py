@@ -646,7 +646,7 @@ class _Recorder(TorchDispatchMode):
         info = _OP_INFO.get(func) or op_info(func)
         if self.paused or not info.aten:
             if info.foreign and not self.paused and threading.get_ident() == self.thread:
-                return self._foreign(func, args, kwargs)
+                return self._foreign(func, info, args, kwargs)
             return func(*args, **kwargs)
         if threading.get_ident() == self.thread:
             start = sys._getframe(1)
@@ -804,7 +804,7 @@ class _Recorder(TorchDispatchMode):
         p = indexing.plan(func, args, kwargs)
         return NotImplemented if p is None else indexing.run(dispatch, types_, func, args, p)
 
-    def _foreign(self, func: Any, args: tuple, kwargs: dict) -> Any:
+    def _foreign(self, func: Any, info: OpInfo, args: tuple, kwargs: dict) -> Any:
         """An op of another library (OpInfo.foreign: a custom op,
         torchvision's) on tensors. The graph does not have it, so it runs on
         the host, as it does eagerly, on the current value of each tensor
@@ -817,7 +817,6 @@ class _Recorder(TorchDispatchMode):
         flat, spec = tree_flatten((args, kwargs))
         if not any(isinstance(x, torch.Tensor) for x in flat):
             return func(*args, **kwargs)
-        info = _OP_INFO.get(func) or op_info(func)
         if any(a[4] for a in info.args):
             return self._foreign_write(func, args, kwargs, info.name)
         values = [self.materialize(x, "value", self._operand_value) if isinstance(x, torch.Tensor) else x
