@@ -295,6 +295,50 @@ bool replayed(const c10::OperatorHandle &op, c10::DispatchKeySet keys,
   }
 }
 
+/// Runs `func` (an OpOverload) on `args` and `kwargs` from past the Python
+/// key, with autograd live: a dispatch mode's handler runs with every key
+/// above Python excluded, but eagerly an op with no autograd kernel of its
+/// own (autograd falls through it) runs its kernel with autograd and
+/// ADInplaceOrView live, which record the ops the kernel calls. The rest of
+/// this thread's local keys are kept, and all of them come back as they
+/// were.
+py::object runThrough(py::object func, py::tuple args, py::dict kwargs) {
+  HANDLE_TH_ERRORS
+  py::object schemaObject = func.attr("_schema");
+  std::string name = py::str(schemaObject.attr("name"));
+  std::string overload = py::str(schemaObject.attr("overload_name"));
+  c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(
+      name.c_str(), overload.c_str());
+  const c10::FunctionSchema &schema = op.schema();
+  torch::jit::Stack stack = torch::jit::createStackForSchema(
+      schema, torch::jit::tuple_slice(std::move(args)),
+      py::reinterpret_borrow<py::kwargs>(kwargs), c10::nullopt);
+  c10::DispatchKeySet keys;
+  auto add = [&](const c10::IValue &v) {
+    if (v.isTensor() && v.toTensor().defined())
+      keys = keys | v.toTensor().key_set();
+  };
+  for (const c10::IValue &v : stack) {
+    add(v);
+    if (v.isList())
+      for (const c10::IValue &x : v.toListRef())
+        add(x);
+  }
+  c10::impl::LocalDispatchKeySet local =
+      c10::impl::tls_local_dispatch_key_set();
+  local.excluded_ =
+      local.excluded_ - c10::autograd_dispatch_keyset_with_ADInplaceOrView;
+  {
+    c10::impl::ForceDispatchKeyGuard guard(local);
+    op.redispatchBoxed(keys &
+                           c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER,
+                                               c10::DispatchKey::Python),
+                       &stack);
+  }
+  return returnsToPython(schema, stack);
+  END_HANDLE_TH_ERRORS_PYBIND
+}
+
 void fallback(const c10::OperatorHandle &op, c10::DispatchKeySet keys,
               torch::jit::Stack *stack) {
   if (replayed(op, keys, stack))
@@ -524,6 +568,12 @@ PYBIND11_MODULE(_terra_dispatch, m) {
       py::arg("tensors"),
       "Bumps each tensor's autograd version counter, as an in-place op "
       "does.");
+  m.def("run_through", &runThrough, py::arg("func"), py::arg("args"),
+        py::arg("kwargs"),
+        "Runs OpOverload `func`'s kernel past the Python key with "
+        "autograd's dispatch keys (and ADInplaceOrView) no longer excluded "
+        "on this thread, as eager runs an op autograd falls through; the "
+        "thread's local keys are restored after.");
   m.def("tensor_specs", &tensorSpecs, py::arg("tensors"), py::arg("elements"),
         py::arg("previous"), py::arg("slow"),
         "runio.tensor_spec of each tensor; a spec of `previous` (the last "

@@ -170,7 +170,7 @@ class OpInfo:
     sets) per argument with alias information; `ret_alias`: per return,
     (alias sets, is_write) or None."""
 
-    __slots__ = ("name", "aten", "foreign", "args", "arg_alias", "ret_alias", "random")
+    __slots__ = ("name", "aten", "foreign", "through", "args", "arg_alias", "ret_alias", "random")
 
     def __init__(self, func: Any):
         schema = func._schema
@@ -182,6 +182,11 @@ class OpInfo:
         # runs on values: the graph does not have it (_Recorder._foreign).
         # The profiler's ops only mark ranges (record_function's handle).
         self.foreign = namespace not in ("aten", "terra", "profiler")
+        # An op of another library with no autograd kernel: autograd falls
+        # through it, so eagerly its kernel runs with autograd live, which
+        # records the ops the kernel calls (torch 1.13; torch 2.x's default
+        # autograd fallback runs it below autograd instead).
+        self.through = self.foreign and _autograd_falls_through(schema.name)
         self.args = tuple((i, a.name, a.kwarg_only, _is_tensor_type(str(a.type)),
                            a.alias_info is not None and a.alias_info.is_write)
                           for i, a in enumerate(schema.arguments))
@@ -193,6 +198,17 @@ class OpInfo:
         # random op one), or is one of the random ops listed above.
         self.random = (self.name in HOST_RNG_OPS or self.name in HOST_RNG_VALUE_OPS
                        or any("Generator" in str(a.type) for a in schema.arguments))
+
+
+def _autograd_falls_through(name: str) -> bool:
+    """Whether autograd falls through op `name` (no autograd kernel of its
+    own and torch's autograd fallback is a fallthrough)."""
+    mode = getattr(torch._C, "_get_autograd_fallback_mode", None)
+    if mode is not None and mode() != "nothing":
+        return False
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    return not any(has(name, key) for key in ("Autograd", "AutogradCPU", "AutogradCUDA",
+                                                "CompositeImplicitAutograd"))
 
 
 _OP_INFO: dict[Any, OpInfo] = {}
@@ -753,6 +769,17 @@ class _Recorder(TorchDispatchMode):
         """Runs a random-number op (HOST_RNG_OPS) on the host."""
         return func(*args, **kwargs)
 
+    def _handler_switch(self) -> Optional[tuple[Callable[[], None], Callable[[], None]]]:
+        """This recorder is off while its handler runs: how to turn it on
+        again for ops the handler calls on the program's behalf (a
+        decomposition's, a kernel's), where it is the only mode, and off
+        after; None elsewhere."""
+        if _DIRECT and self._direct is not None and self.inside and _len_torch_dispatch_stack() == 1:
+            return (lambda: _set_torch_dispatch_mode(self._direct)), (lambda: _set_torch_dispatch_mode(None))
+        if not _DIRECT and _len_torch_dispatch_stack() == 0:  # torch's mode stack (2.x)
+            return (lambda: _push_mode(self)), _pop_mode
+        return None
+
     def _decomposed(self, func: Any, types_: Any, args: tuple, kwargs: dict) -> Any:
         """An op of DECOMPOSED run as other ops, each dispatched as an op of
         its own (recorded, validated and replayed like any), or
@@ -775,14 +802,10 @@ class _Recorder(TorchDispatchMode):
             # not decompose it; its composition, as the program's would be.
             decomposition = func.decompose
         if decomposition is not None:
-            # This recorder is off while its handler runs: on again for the
-            # decomposition's ops, where it is the only mode.
-            if _DIRECT and self._direct is not None and self.inside and _len_torch_dispatch_stack() == 1:
-                on, off = (lambda: _set_torch_dispatch_mode(self._direct)), (lambda: _set_torch_dispatch_mode(None))
-            elif not _DIRECT and _len_torch_dispatch_stack() == 0:  # torch's mode stack (2.x)
-                on, off = (lambda: _push_mode(self)), _pop_mode
-            else:
+            switch = self._handler_switch()
+            if switch is None:
                 return NotImplemented
+            on, off = switch
             self.decomposing += 1
             on()
             try:
@@ -813,17 +836,49 @@ class _Recorder(TorchDispatchMode):
         the step wrote in place, nothing for a plain host tensor); its
         results are host tensors, fed to the graph where the step uses
         them. Nothing it runs is recorded. (Run on the placeholders
-        themselves, it failed: their values were never published.)"""
+        themselves, it failed: their values were never published.)
+
+        Where autograd falls through the op (OpInfo.through) and a tensor
+        argument requires grad, eager autograd records the ops its kernel
+        calls, and gradients flow through them: the kernel then runs as it
+        does eagerly, above autograd, and its ops are the program's
+        (_through_kernel)."""
         flat, spec = tree_flatten((args, kwargs))
         if not any(isinstance(x, torch.Tensor) for x in flat):
             return func(*args, **kwargs)
         if any(a[4] for a in info.args):
             return self._foreign_write(func, args, kwargs, info.name)
+        if info.through and torch.is_grad_enabled() and any(
+                isinstance(x, torch.Tensor) and x.requires_grad for x in flat):
+            out = self._through_kernel(func, args, kwargs)
+            if out is not NotImplemented:
+                return out
+            self.problem(f"{info.name} (an op of another library with no autograd kernel) "
+                         "cannot run its kernel above autograd here")
         values = [self.materialize(x, "value", self._operand_value) if isinstance(x, torch.Tensor) else x
                   for x in flat]
         args, kwargs = tree_unflatten(values, spec)
         with self.pause():
             return func(*args, **kwargs)
+
+    def _through_kernel(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """Runs `func`'s kernel with autograd's keys live and this recorder
+        on, as eager runs an op autograd falls through: the ops it calls
+        are recorded (or validated) and differentiated like the program's
+        own. NotImplemented where the recorder cannot be turned on for them
+        or the dispatch hook's module is not built (the op then runs on the
+        host, no gradient reaches its inputs, and the function does not
+        compile)."""
+        run_through = native.optional_function("run_through", dispatch=True)
+        switch = self._handler_switch()
+        if run_through is None or switch is None:
+            return NotImplemented
+        on, off = switch
+        on()
+        try:
+            return run_through(func, tuple(args), dict(kwargs))
+        finally:
+            off()
 
     def _foreign_write(self, func: Any, args: tuple, kwargs: dict, name: str) -> Any:
         """An op of another library that writes an argument in place: the

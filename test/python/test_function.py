@@ -2073,6 +2073,26 @@ def test_an_op_of_another_library_runs_on_the_values_of_its_tensors() -> None:
         del lib
 
 
+def test_an_op_of_another_library_with_no_autograd_kernel_is_differentiated_through_its_kernel() -> None:
+    # Autograd falls through an op with no autograd kernel: eagerly its
+    # kernel runs with autograd live, so the ops it calls are recorded and
+    # the gradient flows through them. Under terra too: its kernel's ops
+    # are the program's (traced, in the graph, replayed), and the
+    # parameters below it train as eagerly.
+    lib = torch.library.Library("terra_foreign_grad_test", "DEF")
+    lib.define("scaled_tanh(Tensor x, float s) -> Tensor")
+    lib.impl("scaled_tanh", lambda t, s: torch.tanh(t) * s, "CPU")
+    try:
+        def loss(model, x, y):
+            return F.cross_entropy(torch.ops.terra_foreign_grad_test.scaled_tanh(model(x), 3.0), y)
+        stats = compare(sgd_program(loss=loss), batches(10), max_fallbacks=0)
+        assert stats["replayed_iterations"] >= 4
+        # (nothing read back: the kernel's ops run in the graph)
+        assert {s["graph_reads"] for s in stats["steps"] if s["phase"] == "coexec"} == {0}
+    finally:
+        del lib
+
+
 def test_an_op_of_another_library_writing_in_place_makes_the_step_run_eagerly() -> None:
     # The graph could not see the write: the step runs eagerly, saying why.
     lib = torch.library.Library("terra_foreign_write_test", "DEF")
