@@ -56,6 +56,7 @@ import os
 import sys
 import sysconfig
 import threading
+import weakref
 from typing import Any, Iterator, Optional
 
 import torch
@@ -146,6 +147,8 @@ class _Engine:
 
     def run_backward(self, *args: Any, **kwargs: Any) -> Any:
         ex = tracing._ACTIVE
+        if ex is None and _RETURNED:
+            _check_returned(args[0] if args else kwargs.get("tensors", ()))
         if (ex is None or getattr(ex, "b_blocks", None) is None or ex.thread != threading.get_ident()
                 or ex.paused or ex.b_depth):
             return self._engine.run_backward(*args, **kwargs)
@@ -153,6 +156,70 @@ class _Engine:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._engine, name)
+
+
+# -- tensors a step returned, differentiated after it -----------------------
+# Eagerly a step's caller gets tensors with autograd history it may
+# differentiate after the step (`loss = forward(x); loss.backward()`); a
+# co-executed step returns the graph's values, which have none. id -> (weak
+# reference to a returned tensor, weak reference to its function, whether a
+# co-executed step returned it). A traced step's tensors (real, with their
+# history) are watched so that a backward pass after the step that reaches
+# one makes the function eager before it co-executes; a co-executed step's
+# (values that had history as placeholders) so that one differentiated
+# fails with an error saying why, and the function runs eagerly from then.
+_RETURNED: dict[int, tuple] = {}
+
+
+def watch_returned(fn: Any, tensors: list, coexec: bool) -> None:
+    """Watches `tensors`, returned by a step of `fn` (see _RETURNED)."""
+    install()  # (a traced step's caller runs its backward through the wrapper)
+    for t in tensors:
+        key = id(t)
+
+        def forget(ref: Any, key: int = key) -> None:
+            if _RETURNED.get(key, (None,))[0] is ref:
+                del _RETURNED[key]
+        _RETURNED[key] = (weakref.ref(t, forget), weakref.ref(fn), coexec)
+
+
+def _check_returned(roots: Any) -> None:
+    """A backward pass outside any step, from `roots`: a watched tensor
+    among them (or, for a traced step's, reached from them) makes its
+    function eager (TerraFunction.differentiated_after)."""
+    roots = [r for r in (roots if isinstance(roots, (list, tuple)) else (roots,)) if isinstance(r, torch.Tensor)]
+    nodes: dict = {}
+    for key, (ref, fn_ref, coexec) in list(_RETURNED.items()):
+        t, fn = ref(), fn_ref()
+        if t is None or fn is None:
+            _RETURNED.pop(key, None)
+        elif coexec:
+            if any(r is t for r in roots):
+                _forget_function(fn)
+                fn.differentiated_after(coexec=True)
+        elif t.grad_fn is not None:
+            nodes[t.grad_fn] = fn
+    if not nodes:
+        return
+    seen: set = set()
+    stack = [r.grad_fn for r in roots if r.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        fn = nodes.get(node)
+        if fn is not None:
+            _forget_function(fn)
+            fn.differentiated_after(coexec=False)
+            return
+        seen.add(node)
+        stack.extend(n for n, _ in node.next_functions)
+
+
+def _forget_function(fn: Any) -> None:
+    for key, (_, fn_ref, _) in list(_RETURNED.items()):
+        if fn_ref() is fn:
+            _RETURNED.pop(key, None)
 
 
 _INSTALLED = [False]

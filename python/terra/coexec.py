@@ -297,6 +297,22 @@ def _unfold_backward(grad_in: torch.Tensor, input_sizes: Any, *rest: Any, **kw: 
     return torch.empty(tuple(input_sizes), dtype=grad_in.dtype, device="meta")
 
 
+def _weight_norm_interface(v: torch.Tensor, g: torch.Tensor, dim: int = 0) -> tuple:
+    """`nn.utils.weight_norm`'s op (no meta kernel in torch 1.13): the
+    weight, dense like `v`, and the norms, laid out like `g` (fp32 for a
+    bf16 `g`), as ATen's CPU kernel makes them."""
+    dtype = torch.float32 if g.dtype == torch.bfloat16 else g.dtype
+    return (torch.empty(tuple(v.shape), dtype=v.dtype, device="meta"),
+            torch.empty_strided(tuple(g.shape), tuple(g.stride()), dtype=dtype, device="meta"))
+
+
+def _weight_norm_interface_backward(grad_w: torch.Tensor, saved_v: torch.Tensor, saved_g: torch.Tensor,
+                                    *rest: Any, **kw: Any) -> tuple:
+    """The gradients of `v` and `g`, dense."""
+    return (torch.empty(tuple(saved_v.shape), dtype=saved_v.dtype, device="meta"),
+            torch.empty(tuple(saved_g.shape), dtype=saved_g.dtype, device="meta"))
+
+
 def _shift(self: torch.Tensor, other: Any) -> torch.Tensor:
     """`x >> k`, `x << k` (torch 1.13 has no meta kernel for `__rshift__`
     and `__lshift__`): the operands broadcast, the dtype promotes."""
@@ -313,6 +329,8 @@ _META_RULES = {**{f"aten.__{op}shift__.{overload}": _shift
                "aten.grid_sampler_2d_backward.default": _grid_sampler_2d_backward,
                "aten.index.Tensor": _index_tensor,
                "aten.unfold_backward.default": _unfold_backward,
+               "aten._weight_norm_interface.default": _weight_norm_interface,
+               "aten._weight_norm_interface_backward.default": _weight_norm_interface_backward,
                "aten._embedding_bag_dense_backward.default": _embedding_bag_dense_backward,
                "aten._embedding_bag_per_sample_weights_backward.default":
                    _embedding_bag_per_sample_weights_backward}

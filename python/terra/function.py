@@ -283,6 +283,23 @@ class TerraFunction:
                       RuntimeWarning, stacklevel=3)
         self._log(f"-> eager ({reason})")
 
+    def differentiated_after(self, coexec: bool) -> None:
+        """The program ran a backward pass after a step, through a tensor
+        the step returned (backward._check_returned). A traced step's
+        tensor has its eager history (the pass is right), but a co-executed
+        step's values have none: the function runs eagerly from now on; a
+        co-executed step's tensor cannot be differentiated, which is an
+        error saying so."""
+        reason = ("the program differentiates a tensor the step returned after the step, and a "
+                  "co-executed step returns values without autograd history")
+        if self.phase != "eager":
+            self._go_eager(reason)
+        if coexec:
+            raise RuntimeError(f"terra.function {self.__qualname__}: {reason}: this tensor came from a "
+                               "co-executed step, so it has no autograd history; the function runs eagerly "
+                               "from its next call (differentiate inside the step, or return the value "
+                               "detached if it is not differentiated)")
+
     def _trace(self, args: tuple, kwargs: dict) -> Any:
         result, trace = self._recorded_call(args, kwargs, "tracing")
         self._after_trace(trace, tracing_phase=True)
@@ -303,6 +320,9 @@ class TerraFunction:
             result = _run_step(recorder, self.fn, args, kwargs)
         finally:
             recorder.release()
+        history = [t for t in tracing._flat_tensors_deep(result) if t.grad_fn is not None]
+        if history:
+            backward.watch_returned(self, history, coexec=False)
         elapsed = time.perf_counter() - start
         self.stats.host_exec_s += elapsed
         self.stats.steps.append({"phase": phase, "host_exec_s": elapsed, "traced": True})
@@ -773,7 +793,11 @@ class TerraFunction:
             if not ex.unmerged:
                 self._after_trace(trace, tracing_phase=False)
         self.stats.steps.append(step)
-        return _with_values(result)
+        lost: list = []
+        out = _with_values(result, lost)
+        if lost:
+            backward.watch_returned(self, lost, coexec=True)
+        return out
 
 
     def _failed_iteration(self, ex: CoExecutor, it: int, reason: str, site: str) -> None:
@@ -1111,13 +1135,16 @@ def _storage_ptr(t: torch.Tensor) -> int:
     return tracing.storage_of(t).data_ptr()
 
 
-def _with_values(result: Any) -> Any:
+def _with_values(result: Any, lost: Optional[list] = None) -> Any:
     """The step's result with each placeholder that has its value replaced
     by that value, so the caller gets ordinary tensors (lists, tuples,
     dicts and namedtuples are walked; other objects are returned as they
-    are, and their placeholders read their values on use)."""
+    are, and their placeholders read their values on use). The values
+    whose placeholder had autograd history are appended to `lost`."""
     def swap(x: Any) -> Any:
         if isinstance(x, Placeholder) and x._terra_real is not None:
+            if lost is not None and x.grad_fn is not None:
+                lost.append(x._terra_real)
             return x._terra_real
         return x
     return tree_map(swap, result)

@@ -1610,6 +1610,8 @@ def _materializer(orig: Any, kind: str) -> Callable:
         rec = _ACTIVE
         if rec is None or rec.paused or rec.thread != threading.get_ident():
             return _orig(self, *a, **k)
+        if _kind == "repr" or _kind == "format":
+            _orig = functools.partial(_as_printed, self, _orig, _kind)
         read = rec._native_read
         if read is not None and _native:  # a C method: the native replay may answer it
             r = read[0](self, _kind, _orig, a, k)
@@ -1624,6 +1626,37 @@ def _materializer(orig: Any, kind: str) -> Callable:
 
     functools.update_wrapper(wrapper, orig)
     return wrapper
+
+
+def _as_printed(t: torch.Tensor, orig: Any, kind: str, value: torch.Tensor, *a: Any, **k: Any) -> str:
+    """`orig` (torch.Tensor's `__repr__` or `__format__`) applied to the
+    value the host read for `t`, as eager prints `t`: the value read is a
+    tensor without autograd history, so `t`'s own suffix
+    (`grad_fn=<NllLossBackward0>`, `requires_grad=True`) is added where
+    torch's printing puts it (after the dtype and other suffixes)."""
+    if value is t or not isinstance(value, torch.Tensor):
+        return orig(value, *a, **k)
+    if kind == "format":
+        # A 0-dim tensor formats its item; another one, with no format
+        # spec, prints as its repr (object.__format__ -> str -> repr).
+        if value.dim() == 0 or (a and a[0]) or k:
+            return orig(value, *a, **k)
+        text = _WRAPPERS["__repr__"][0](value)
+    else:
+        text = orig(value, *a, **k)
+    if value.grad_fn is not None or value.requires_grad or not text.endswith(")"):
+        return text
+    grad_fn = t.grad_fn
+    if grad_fn is not None:
+        name = type(grad_fn).__name__
+        if name == "CppFunction":
+            name = grad_fn.name().rsplit("::", 1)[-1]
+        suffix = f"grad_fn=<{name}>"
+    elif t.requires_grad:
+        suffix = "requires_grad=True"
+    else:
+        return text
+    return torch._tensor_str._add_suffixes(text[:-1], [suffix], len("tensor("), False)
 
 
 def _remove_hooks() -> None:

@@ -2131,3 +2131,81 @@ def test_an_op_of_another_library_in_a_custom_backward_matches_eager() -> None:
         assert stats["replayed_iterations"] >= 4
     finally:
         del lib
+
+
+def test_printing_a_tensor_shows_its_autograd_history_as_eager_does() -> None:
+    # The host prints the value the graph computed, which has no autograd
+    # history: its repr (print, str, an f-string without a format spec)
+    # gets the printed tensor's own `grad_fn=<...>` or `requires_grad=True`.
+    def make():
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        scale = torch.ones(2, requires_grad=True)
+
+        def step(x, y):
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            print(loss)
+            print(f"{scale * 2}")
+            print(str(scale.detach() * loss.detach()) != "", repr(scale))
+            return loss
+        return step, model, opt
+    stats = compare(make, batches(10), max_fallbacks=0)
+    assert stats["replayed_iterations"] >= 4
+
+
+def test_a_step_returning_a_tensor_to_differentiate_after_it_runs_eagerly() -> None:
+    # `loss = forward(x); loss.backward()` outside the function: the
+    # co-executed step's value could not be differentiated (it has no
+    # autograd history), so the function runs eagerly, saying why, and
+    # training matches eager.
+    def run(wrap):
+        torch.manual_seed(0)
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        forward = wrap(lambda x, y: F.cross_entropy(model(x), y))
+        for x, y in batches(8):
+            loss = forward(x, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return forward, [p.detach().clone() for p in model.parameters()]
+    _, eager = run(lambda f: f)
+    with pytest.warns(RuntimeWarning, match="differentiates a tensor the step returned after the step"):
+        fn, terra_params = run(lambda f: terra.function(f, cache_dir=None))
+    assert all(torch.equal(a, b) for a, b in zip(eager, terra_params))
+    assert terra.stats(fn)["coexec_iterations"] == 0
+
+
+def test_differentiating_a_co_executed_steps_result_is_a_clear_error() -> None:
+    # Only once co-executing does the program differentiate what the step
+    # returned: the value has no history, which the error says; the
+    # function runs eagerly from its next call. A forward-only step whose
+    # results nothing differentiates co-executes.
+    torch.manual_seed(0)
+    model = mlp()
+    fn = terra.function(lambda x, y: F.cross_entropy(model(x), y), cache_dir=None)
+    data = batches(8)
+    for x, y in data[:6]:
+        loss = fn(x, y)
+    assert terra.stats(fn)["coexec_iterations"] >= 2
+    with pytest.warns(RuntimeWarning, match="runs eagerly from now on"):
+        with pytest.raises(RuntimeError, match="came from a co-executed step, so it has no autograd history"):
+            loss.backward()
+    assert terra.stats(fn)["phase"] == "eager"
+    loss = fn(*data[6])
+    loss.backward()  # eager from now on
+    assert model[0].weight.grad is not None
+
+
+def test_weight_norm_co_executes_and_matches_eager() -> None:
+    # nn.utils.weight_norm's op has no meta kernel in torch 1.13: its
+    # results (and its backward's) are inferred by rules, so the step
+    # co-executes (the graph calls torch for the op) instead of falling
+    # back at every step.
+    stats = compare(sgd_program(model_fn=lambda: nn.Sequential(nn.utils.weight_norm(nn.Linear(6, 16)), nn.ReLU(),
+                                                               nn.Linear(16, 3))),
+                    batches(10), max_fallbacks=0)
+    assert stats["replayed_iterations"] >= 4
