@@ -147,8 +147,8 @@ class _Engine:
 
     def run_backward(self, *args: Any, **kwargs: Any) -> Any:
         ex = tracing._ACTIVE
-        if ex is None and _RETURNED:
-            _check_returned(args[0] if args else kwargs.get("tensors", ()))
+        if _TRACED_RETURNS or (ex is None and _COEXEC_RETURNS):
+            _check_returned(args[0] if args else kwargs.get("tensors", ()), outside=ex is None)
         if (ex is None or getattr(ex, "b_blocks", None) is None or ex.thread != threading.get_ident()
                 or ex.paused or ex.b_depth):
             return self._engine.run_backward(*args, **kwargs)
@@ -160,43 +160,50 @@ class _Engine:
 
 # -- tensors a step returned, differentiated after it -----------------------
 # Eagerly a step's caller gets tensors with autograd history it may
-# differentiate after the step (`loss = forward(x); loss.backward()`); a
-# co-executed step returns the graph's values, which have none. id -> (weak
-# reference to a returned tensor, weak reference to its function, whether a
-# co-executed step returned it). A traced step's tensors (real, with their
-# history) are watched so that a backward pass after the step that reaches
-# one makes the function eager before it co-executes; a co-executed step's
-# (values that had history as placeholders) so that one differentiated
-# fails with an error saying why, and the function runs eagerly from then.
-_RETURNED: dict[int, tuple] = {}
+# differentiate after the step (`loss = forward(x); loss.backward()`, a
+# hidden state carried into the next step undetached, another function's
+# step taking it as an argument); a co-executed step returns the graph's
+# values, which have none. A traced step's tensors with history are watched
+# (id -> (weak reference to the tensor, weak reference to its function))
+# until the function co-executes: a backward pass that reaches one makes the
+# function eager before it does. A co-executed step's values that had
+# history as placeholders are watched too, by identity: a backward pass
+# outside any step from one fails with an error saying why.
+_TRACED_RETURNS: dict[int, tuple] = {}
+_COEXEC_RETURNS: dict[int, tuple] = {}
 
 
 def watch_returned(fn: Any, tensors: list, coexec: bool) -> None:
-    """Watches `tensors`, returned by a step of `fn` (see _RETURNED)."""
+    """Watches `tensors`, returned by a step of `fn` (see above)."""
     install()  # (a traced step's caller runs its backward through the wrapper)
+    table = _COEXEC_RETURNS if coexec else _TRACED_RETURNS
     for t in tensors:
         key = id(t)
 
         def forget(ref: Any, key: int = key) -> None:
-            if _RETURNED.get(key, (None,))[0] is ref:
-                del _RETURNED[key]
-        _RETURNED[key] = (weakref.ref(t, forget), weakref.ref(fn), coexec)
+            if table.get(key, (None,))[0] is ref:
+                del table[key]
+        table[key] = (weakref.ref(t, forget), weakref.ref(fn))
 
 
-def _check_returned(roots: Any) -> None:
-    """A backward pass outside any step, from `roots`: a watched tensor
-    among them (or, for a traced step's, reached from them) makes its
-    function eager (TerraFunction.differentiated_after)."""
+def _check_returned(roots: Any, outside: bool) -> None:
+    """A backward pass from `roots` (`outside` any step, or in a step)
+    against the watched tensors (TerraFunction.differentiated_after)."""
     roots = [r for r in (roots if isinstance(roots, (list, tuple)) else (roots,)) if isinstance(r, torch.Tensor)]
-    nodes: dict = {}
-    for key, (ref, fn_ref, coexec) in list(_RETURNED.items()):
-        t, fn = ref(), fn_ref()
-        if t is None or fn is None:
-            _RETURNED.pop(key, None)
-        elif coexec:
-            if any(r is t for r in roots):
+    if outside and _COEXEC_RETURNS:
+        for r in roots:
+            ref, fn_ref = _COEXEC_RETURNS.get(id(r), (None, None))
+            fn = fn_ref() if ref is not None and ref() is r else None
+            if fn is not None:
                 _forget_function(fn)
                 fn.differentiated_after(coexec=True)
+    if not _TRACED_RETURNS:
+        return
+    nodes: dict = {}
+    for key, (ref, fn_ref) in list(_TRACED_RETURNS.items()):
+        t, fn = ref(), fn_ref()
+        if t is None or fn is None or fn.phase in ("coexec", "eager"):
+            _TRACED_RETURNS.pop(key, None)
         elif t.grad_fn is not None:
             nodes[t.grad_fn] = fn
     if not nodes:
@@ -217,9 +224,10 @@ def _check_returned(roots: Any) -> None:
 
 
 def _forget_function(fn: Any) -> None:
-    for key, (_, fn_ref, _) in list(_RETURNED.items()):
-        if fn_ref() is fn:
-            _RETURNED.pop(key, None)
+    for table in (_TRACED_RETURNS, _COEXEC_RETURNS):
+        for key, (_, fn_ref) in list(table.items()):
+            if fn_ref() is fn:
+                table.pop(key, None)
 
 
 _INSTALLED = [False]

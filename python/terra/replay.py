@@ -26,7 +26,7 @@ from . import native as native_module
 from .placeholder import Placeholder, Token, view_placeholder
 from .mlir_text import ELEMENT_TYPES
 from .runio import resolve_later, tensor_spec, to_torch
-from .sites import capture, grad_fn_of, is_engine_site, user_line
+from .sites import Site, capture, grad_fn_of, is_engine_site, user_line
 from .tape import (MEMO_MAX, Entry, Tape, Untapeable, _match, flat_inputs, flat_results, form_matches, matches,
                    relax_host_shapes, layout_key, relaxed_arg, relaxed_value, spec_of, tensor_idents)
 from .trace import FeedEvent, OpEvent, ValueRef
@@ -898,6 +898,8 @@ class TapeRecorder:
         if self.deferred:
             backward.expand(self)
         self.fast = False
+        entries = self.tape.entries
+        expected = entries[self.pos] if self.pos < len(entries) else None
         # The backward passes replayed so far are passes of the tape this
         # iteration leaves too (backward.py).
         self.b_blocks = [(b.start, b.end, b.call) for b in self.tape.blocks.values() if b.end <= self.pos]
@@ -946,6 +948,12 @@ class TapeRecorder:
                 self.mode_back()
             decided, self.replaying = self.replaying, None
             self.graph_reads, self.host_reads = reads
+        known = expected.engine_sites if expected is not None and expected.engine else ()
+        if known and isinstance(known[0], Site):
+            # Left inside the engine: the node running now has no post hook
+            # that will fire (sites.BackwardSites.expect_running).
+            self.backward.resolve()
+            self.backward.expect_running(known[0])
         if self.deviation is not None:
             return
         sent = self.sent

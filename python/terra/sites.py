@@ -271,6 +271,10 @@ class BackwardSites:
         self._leaves = 0
         self._position = 0
         self._assign: Callable[[Any, Site], None] = lambda rec, site: None
+        # (node site, label, first index): the node a replay that left its
+        # tape inside the engine expected to be running (expect_running).
+        self._running: Optional[tuple[Site, str, int]] = None
+        self._prehooked: set = set()
 
     def bind(self, assign: Callable[[Any, Site], None]) -> None:
         """`assign(record, site)` sets a recorded op's site."""
@@ -324,7 +328,48 @@ class BackwardSites:
         """Buffers an op the engine ran until its node's post hook fires."""
         self._pending.append((record, call_site))
 
+    def expect_running(self, expected: Site) -> None:
+        """A replay leaves its tape inside the engine, before the op it
+        expected at `expected` (an engine op's site: its node's site under
+        `"<Node>"("<autograd>":0:k)`). The node running now got its post
+        hook only now, and torch's engine decides whether to call a node's
+        post hooks before running it (torch 1.13's `call_function`), so
+        its ops would go to the next node that fires. They are the
+        expected node's, from index k on, until the next node starts (a
+        pre-hook on every hooked node says when) or Python runs again."""
+        frames = expected.frames
+        if not frames or frames[0].file != AUTOGRAD_FILE:
+            return
+        self._running = (Site(frames[1:]), frames[0].function, frames[0].offset)
+        OWN_HOOKS[0] = True
+        try:
+            for node in self._nodes:
+                if node not in self._prehooked:
+                    self._prehooked.add(node)
+                    try:
+                        self._handles.append(node.register_prehook(lambda grads: self._starting()))
+                    except (AttributeError, RuntimeError):
+                        pass
+        finally:
+            OWN_HOOKS[0] = False
+
+    def _starting(self) -> None:
+        """A node starts: the ops before it are the running node's."""
+        self._claim_running()
+
+    def _claim_running(self) -> None:
+        running, self._running = self._running, None
+        if running is None or not self._pending:
+            return
+        site, label, k = running
+        for record, _ in self._pending:
+            self._assign(record, site.under(Frame(AUTOGRAD_FILE, label, 0, k)))
+            k += 1
+            self._position += 1
+        self._pending.clear()
+
     def _fired(self, node: Any) -> None:
+        self._running = None  # (a node whose post hook fires claims its own ops)
         site, label = self._nodes[node]
         for record, _ in self._pending:
             k = self._counts[node]
@@ -336,6 +381,7 @@ class BackwardSites:
     def flush(self) -> None:
         """Gives the ops no node claimed their position in the backward pass
         (called when Python code runs again after the engine)."""
+        self._claim_running()
         for record, call_site in self._pending:
             self._assign(record, call_site.under(Frame(AUTOGRAD_FILE, "backward", 0, self._position)))
             self._position += 1
@@ -358,6 +404,8 @@ class BackwardSites:
         self._nodes.clear()
         self._counts.clear()
         self._recent.clear()
+        self._prehooked.clear()
+        self._running = None
 
 
 def grad_fn_of(t: Any) -> Any:

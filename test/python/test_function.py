@@ -2209,3 +2209,57 @@ def test_weight_norm_co_executes_and_matches_eager() -> None:
                                                                nn.Linear(16, 3))),
                     batches(10), max_fallbacks=0)
     assert stats["replayed_iterations"] >= 4
+
+
+def test_a_result_differentiated_in_another_functions_step_makes_its_function_eager() -> None:
+    # An encoder function's result feeds a training function whose backward
+    # reaches the encoder's parameters through it. Co-executed, the encoder
+    # would return a value without history and its parameters would
+    # silently stop training; its traced result is watched, and the
+    # training step's backward reaching it makes the encoder eager.
+    def run(wrap):
+        torch.manual_seed(0)
+        enc, head = nn.Linear(6, 8), nn.Linear(8, 3)
+        opt = torch.optim.SGD(list(enc.parameters()) + list(head.parameters()), lr=0.1)
+
+        def train(h, y):
+            loss = F.cross_entropy(head(h), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss.detach()
+        encode, step = wrap(lambda x: torch.relu(enc(x))), wrap(train)
+        losses = [step(encode(x), y).item() for x, y in batches(10)]
+        return losses, [p.detach().clone() for p in [*enc.parameters(), *head.parameters()]], encode
+    losses_e, params_e, _ = run(lambda f: f)
+    with pytest.warns(RuntimeWarning, match="differentiates a tensor the step returned after the step"):
+        losses_t, params_t, encode = run(lambda f: terra.function(f, cache_dir=None))
+    assert terra.stats(encode)["phase"] == "eager"
+    assert losses_t == pytest.approx(losses_e, abs=1e-6)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(params_e, params_t))
+
+
+def test_a_backward_that_changes_inside_a_node_costs_one_fallback() -> None:
+    # Freezing the first layer's weight changes what its AddmmBackward0 node
+    # computes: the replay leaves its tape inside that node, whose post hook
+    # (registered then) the engine does not call, so its ops went to the
+    # next node's site, and the next step deviated a second time. They go
+    # to the node the tape expected (sites.BackwardSites.expect_running).
+    def make():
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        count = [0]
+
+        def step(x, y):
+            count[0] += 1
+            if count[0] == 7:
+                model[0].weight.requires_grad_(False)
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step, model, opt
+    stats = compare(make, batches(12), max_fallbacks=1)
+    assert stats["fallbacks"] == 1 and stats["regenerations"] == 1
+    assert [s.get("replayed") for s in stats["steps"][-3:]] == [True] * 3
