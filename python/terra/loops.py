@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
 from . import native
-from .sites import Frame, Site, _own_frame
+from .sites import Frame, Site, own_code
 
 _JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
 _RANGES: dict[types.CodeType, tuple[tuple[int, int], ...]] = {}
@@ -314,7 +314,7 @@ def _code_info(code: types.CodeType) -> Optional[tuple[int, frozenset[int]]]:
     that leaves its tape starts the hook in the middle of the recorder,
     which met ~170 of this package's code objects there, and disassembling
     them cost ~30 ms of the first such step."""
-    if _own_frame(code) or not loop_ranges(code):
+    if own_code(code) or not loop_ranges(code):
         return None
     return _ENTRY[code], _STARTS[code]
 

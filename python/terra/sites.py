@@ -108,7 +108,9 @@ _TORCH_PLUMBING += tuple(os.path.join("torch", "_decomp", name) for name in (
 _OWN: dict[str, bool] = {}
 
 
-def _own_frame(code: types.CodeType) -> bool:
+def own_code(code: types.CodeType) -> bool:
+    """Whether `code` is this package's or torch's dispatch plumbing: its
+    frames are never part of a site."""
     file = code.co_filename
     own = _OWN.get(file)
     if own is None:
@@ -159,7 +161,7 @@ _INTERN_LIMIT = 1 << 18
 
 def _frame_info(f: types.FrameType) -> Optional[Frame]:
     code = f.f_code
-    if _own_frame(code):
+    if own_code(code):
         return None
     name = getattr(code, "co_qualname", code.co_name)
     return Frame(code.co_filename, name, f.f_lineno or 0, call_offset(code, max(f.f_lasti, 0)))
@@ -202,7 +204,7 @@ def engine_frame(thread_id: int) -> Optional[types.FrameType]:
     site is captured from this frame, exactly as the same op run by the
     engine on the calling thread would be."""
     f = sys._current_frames().get(thread_id)
-    while f is not None and _own_frame(f.f_code):  # terra's engine wrapper (backward.py)
+    while f is not None and own_code(f.f_code):  # terra's engine wrapper (backward.py)
         f = f.f_back
     if f is None or f.f_code.co_name not in _ENGINE_ENTRIES:
         return None
@@ -347,15 +349,12 @@ class BackwardSites:
                 if node not in self._prehooked:
                     self._prehooked.add(node)
                     try:
-                        self._handles.append(node.register_prehook(lambda grads: self._starting()))
+                        # (a node starts: the ops before it are the running node's)
+                        self._handles.append(node.register_prehook(lambda grads: self._claim_running()))
                     except (AttributeError, RuntimeError):
                         pass
         finally:
             OWN_HOOKS[0] = False
-
-    def _starting(self) -> None:
-        """A node starts: the ops before it are the running node's."""
-        self._claim_running()
 
     def _claim_running(self) -> None:
         running, self._running = self._running, None
