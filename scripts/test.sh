@@ -28,4 +28,4 @@ TERRA_CPU_GRAPHS=gpu-loops /usr/bin/python3 -m pytest -q \
   test/python/test_ops_*.py test/python/test_spec_conformance.py \
   test/python/test_tape.py test/python/test_loops.py test/python/test_sizes.py \
   test/python/test_state.py test/python/test_views.py \
-  test/python/test_benchmark_programs.py
+  test/python/test_benchmark_programs.py test/python/test_program_patterns.py
