@@ -44,7 +44,7 @@ from .runio import resolve_later, tensor_spec, tensor_specs, to_torch
 from .sites import Site, engine_frame, user_line
 from .tape import End, Entry, Tape, flat_inputs, relax_spec
 from .trace import ConstSource, FeedEvent, OpEvent, StateEvent, ValueRef, moves_loops
-from .tracing import _OP_INFO, ALIAS_OPS, _flat_tensors_deep, _Recorder, _tensors_in, op_info
+from .tracing import _OP_INFO, ALIAS_OPS, _flat_tensors_deep, _Recorder, _tensors_in, has_kernel, op_info
 
 
 class Deviation(Exception):
@@ -188,14 +188,8 @@ def _without_meta_kernel(func: Any) -> bool:
     1.13's foreach ops, `_weight_norm_interface`."""
     known = _NO_META_KERNEL.get(func)
     if known is None:
-        schema = func._schema
-        name = schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
-        has = torch._C._dispatch_has_kernel_for_dispatch_key
-        try:
-            known = not any(has(name, key) for key in ("Meta", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
-                                                      "CompositeExplicitAutogradNonFunctional"))
-        except RuntimeError:
-            known = False  # (not a registered name: let the call say)
+        known = not has_kernel(func, ("Meta", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
+                                      "CompositeExplicitAutogradNonFunctional"))
         _NO_META_KERNEL[func] = known
     return known
 

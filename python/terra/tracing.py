@@ -186,7 +186,7 @@ class OpInfo:
         # through it, so eagerly its kernel runs with autograd live, which
         # records the ops the kernel calls (torch 1.13; torch 2.x's default
         # autograd fallback runs it below autograd instead).
-        self.through = self.foreign and _autograd_falls_through(schema.name)
+        self.through = self.foreign and _autograd_falls_through(func)
         self.args = tuple((i, a.name, a.kwarg_only, _is_tensor_type(str(a.type)),
                            a.alias_info is not None and a.alias_info.is_write)
                           for i, a in enumerate(schema.arguments))
@@ -200,15 +200,26 @@ class OpInfo:
                        or any("Generator" in str(a.type) for a in schema.arguments))
 
 
-def _autograd_falls_through(name: str) -> bool:
-    """Whether autograd falls through op `name` (no autograd kernel of its
-    own and torch's autograd fallback is a fallthrough)."""
+def has_kernel(func: Any, keys: Sequence[str]) -> bool:
+    """Whether the dispatcher has a kernel of OpOverload `func` (this
+    overload) for any of the dispatch `keys`; a name it does not know has
+    none."""
+    schema = func._schema
+    name = schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    try:
+        return any(has(name, key) for key in keys)
+    except RuntimeError:
+        return False
+
+
+def _autograd_falls_through(func: Any) -> bool:
+    """Whether autograd falls through OpOverload `func` (no autograd kernel
+    of its own and torch's autograd fallback is a fallthrough)."""
     mode = getattr(torch._C, "_get_autograd_fallback_mode", None)
     if mode is not None and mode() != "nothing":
         return False
-    has = torch._C._dispatch_has_kernel_for_dispatch_key
-    return not any(has(name, key) for key in ("Autograd", "AutogradCPU", "AutogradCUDA",
-                                                "CompositeImplicitAutograd"))
+    return not has_kernel(func, ("Autograd", "AutogradCPU", "AutogradCUDA", "CompositeImplicitAutograd"))
 
 
 _OP_INFO: dict[Any, OpInfo] = {}

@@ -7,12 +7,13 @@ program printed. Fallback counts must stay within the bound each test
 states (the patterns that defeat AutoGraph and torch.compile, spec 9)."""
 from __future__ import annotations
 
+import contextlib
 import importlib
 import re
 import statistics
 import warnings
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pytest
@@ -2040,6 +2041,19 @@ def test_bit_shifts_co_execute() -> None:
     assert stats["coexec_iterations"] >= 3
 
 
+@contextlib.contextmanager
+def _library_op(namespace: str, schema: str, kernel: Callable) -> Iterator[Any]:
+    """A custom op `namespace::schema` with `kernel` as its CPU kernel, for
+    the block's duration; yields `torch.ops.<namespace>`."""
+    lib = torch.library.Library(namespace, "DEF")
+    lib.define(schema)
+    lib.impl(schema.split("(", 1)[0], kernel, "CPU")
+    try:
+        yield getattr(torch.ops, namespace)
+    finally:
+        del lib
+
+
 def test_an_op_of_another_library_runs_on_the_values_of_its_tensors() -> None:
     # A custom op (another namespace, a Python kernel) on the step's
     # argument, on a value the graph computes (a placeholder while
@@ -2048,29 +2062,24 @@ def test_an_op_of_another_library_runs_on_the_values_of_its_tensors() -> None:
     # holds): each runs on the host on the values eager would give it, the
     # aten op its kernel calls is not the program's, and the steps match
     # eager with no fallback.
-    lib = torch.library.Library("terra_foreign_test", "DEF")
-    lib.define("twice(Tensor x) -> Tensor")
-    lib.impl("twice", lambda t: t * 2, "CPU")
-    try:
+    with _library_op("terra_foreign_test", "twice(Tensor x) -> Tensor", lambda t: t * 2) as ops:
         def make():
             model = mlp()
             opt = torch.optim.SGD(model.parameters(), lr=0.1)
 
             def step(x, y):
-                h = model(torch.ops.terra_foreign_test.twice(x))
+                h = model(ops.twice(x))
                 loss = F.cross_entropy(h, y)
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
-                w = torch.ops.terra_foreign_test.twice(model[0].weight.detach())
-                return loss, torch.ops.terra_foreign_test.twice(h.detach()).sum(), w
+                w = ops.twice(model[0].weight.detach())
+                return loss, ops.twice(h.detach()).sum(), w
             return step, model, opt
         stats = compare(make, batches(10), max_fallbacks=0)
-        assert stats["replayed_iterations"] >= 4
-        # (the graph's h and the updated weight, fetched each co-executed step)
-        assert {s["graph_reads"] for s in stats["steps"] if s["phase"] == "coexec"} == {2}
-    finally:
-        del lib
+    assert stats["replayed_iterations"] >= 4
+    # (the graph's h and the updated weight, fetched each co-executed step)
+    assert {s["graph_reads"] for s in stats["steps"] if s["phase"] == "coexec"} == {2}
 
 
 def test_an_op_of_another_library_with_no_autograd_kernel_is_differentiated_through_its_kernel() -> None:
@@ -2079,44 +2088,31 @@ def test_an_op_of_another_library_with_no_autograd_kernel_is_differentiated_thro
     # the gradient flows through them. Under terra too: its kernel's ops
     # are the program's (traced, in the graph, replayed), and the
     # parameters below it train as eagerly.
-    lib = torch.library.Library("terra_foreign_grad_test", "DEF")
-    lib.define("scaled_tanh(Tensor x, float s) -> Tensor")
-    lib.impl("scaled_tanh", lambda t, s: torch.tanh(t) * s, "CPU")
-    try:
-        def loss(model, x, y):
-            return F.cross_entropy(torch.ops.terra_foreign_grad_test.scaled_tanh(model(x), 3.0), y)
-        stats = compare(sgd_program(loss=loss), batches(10), max_fallbacks=0)
-        assert stats["replayed_iterations"] >= 4
-        # (nothing read back: the kernel's ops run in the graph)
-        assert {s["graph_reads"] for s in stats["steps"] if s["phase"] == "coexec"} == {0}
-    finally:
-        del lib
+    with _library_op("terra_foreign_grad_test", "scaled_tanh(Tensor x, float s) -> Tensor",
+                     lambda t, s: torch.tanh(t) * s) as ops:
+        stats = compare(sgd_program(loss=lambda model, x, y: F.cross_entropy(ops.scaled_tanh(model(x), 3.0), y)),
+                        batches(10), max_fallbacks=0)
+    assert stats["replayed_iterations"] >= 4
+    # (nothing read back: the kernel's ops run in the graph)
+    assert {s["graph_reads"] for s in stats["steps"] if s["phase"] == "coexec"} == {0}
 
 
 def test_an_op_of_another_library_writing_in_place_makes_the_step_run_eagerly() -> None:
     # The graph could not see the write: the step runs eagerly, saying why.
-    lib = torch.library.Library("terra_foreign_write_test", "DEF")
-    lib.define("bump_(Tensor(a!) x) -> Tensor(a!)")
-    lib.impl("bump_", lambda t: t.add_(1), "CPU")
-    try:
+    with _library_op("terra_foreign_write_test", "bump_(Tensor(a!) x) -> Tensor(a!)", lambda t: t.add_(1)) as ops:
         def loss(model, x, y):
             h = model(x)
-            torch.ops.terra_foreign_write_test.bump_(h)
+            ops.bump_(h)
             return F.cross_entropy(h, y)
         with pytest.warns(RuntimeWarning, match="writes its argument in place"):
             stats = compare(sgd_program(loss=loss), batches(6), max_fallbacks=0, expect_coexec=False)
-        assert stats["coexec_iterations"] == 0
-    finally:
-        del lib
+    assert stats["coexec_iterations"] == 0
 
 
 def test_an_op_of_another_library_in_a_custom_backward_matches_eager() -> None:
     # Inside the autograd engine (a custom Function's backward), on the
     # incoming gradient: read, run on the host, fed back.
-    lib = torch.library.Library("terra_foreign_backward_test", "DEF")
-    lib.define("twice(Tensor x) -> Tensor")
-    lib.impl("twice", lambda t: t * 2, "CPU")
-    try:
+    with _library_op("terra_foreign_backward_test", "twice(Tensor x) -> Tensor", lambda t: t * 2) as ops:
         class Twice(torch.autograd.Function):
             @staticmethod
             def forward(ctx, x):
@@ -2124,13 +2120,11 @@ def test_an_op_of_another_library_in_a_custom_backward_matches_eager() -> None:
 
             @staticmethod
             def backward(ctx, g):
-                return torch.ops.terra_foreign_backward_test.twice(g)
+                return ops.twice(g)
 
         stats = compare(sgd_program(loss=lambda model, x, y: F.cross_entropy(Twice.apply(model(x)), y)),
                         batches(10), max_fallbacks=0)
-        assert stats["replayed_iterations"] >= 4
-    finally:
-        del lib
+    assert stats["replayed_iterations"] >= 4
 
 
 def test_printing_a_tensor_shows_its_autograd_history_as_eager_does() -> None:

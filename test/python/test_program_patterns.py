@@ -106,20 +106,10 @@ def _manual_update() -> tuple:
 
 
 def _checkpointed(reentrant: bool) -> Callable[[], tuple]:
-    def make() -> tuple:
-        model = mlp()
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-
-        def step(x, y):
-            h = model[0](x)  # (the reentrant form differentiates only inputs that require grad)
-            out = checkpoint.checkpoint(lambda t: model[2](model[1](t)), h, use_reentrant=reentrant)
-            loss = F.cross_entropy(out, y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-        return step, model, opt
-    return make
+    # (the reentrant form differentiates only inputs that require grad:
+    # the first layer's output goes in)
+    return sgd_program(loss=lambda model, x, y: F.cross_entropy(
+        checkpoint.checkpoint(lambda t: model[2](model[1](t)), model[0](x), use_reentrant=reentrant), y))
 
 
 class _Tied(nn.Module):
