@@ -57,7 +57,7 @@ import sys
 import sysconfig
 import threading
 import weakref
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 
@@ -413,20 +413,25 @@ def _variable(spec: tuple, args: tuple, kwargs: dict) -> list:
     """A call's arguments its spec does not check by value (a relaxed
     scalar "R", a size following data-dependent sizes "F"), in spec order."""
     out: list = []
-
-    def walk(s: tuple, v: Any) -> None:
-        kind = s[0]
-        if kind == "R" or kind == "F":
-            out.append(list(v) if isinstance(v, list) else v)
-        elif kind == "L":
-            for x, y in zip(s[2], v):
-                walk(x, y)
     sa, sk = spec
     for s, v in zip(sa, args):
-        walk(s, v)
+        _walk_variable(s, v, out)
     for k, s in sk:
-        walk(s, kwargs[k])
+        _walk_variable(s, kwargs[k], out)
     return out
+
+
+# (The recursive helpers are module-level functions: a nested function that
+# calls itself is a reference cycle through its closure, which keeps what
+# it captures, e.g. a co-executor and its step's records, alive until
+# Python's cyclic collector runs.)
+def _walk_variable(s: tuple, v: Any, out: list) -> None:
+    kind = s[0]
+    if kind == "R" or kind == "F":
+        out.append(list(v) if isinstance(v, list) else v)
+    elif kind == "L":
+        for x, y in zip(s[2], v):
+            _walk_variable(x, y, out)
 
 
 def _values(ex: Any, tape: Any, block: Block) -> Optional[dict]:
@@ -531,21 +536,6 @@ def _derived(ex: Any, tape: Any, block: Block) -> Optional[tuple]:
             return flat[ident[1]] if flat is not None and ident[1] < len(flat) else None
         return resolve(ex, ident)
 
-    def arg(s: tuple, top: bool = True) -> Any:
-        kind = s[0]
-        if kind == "V":
-            return s[2]
-        if kind == "T":
-            t = tensor(s[1])
-            if t is None:
-                raise _Underivable
-            return t
-        if kind == "F" and top:
-            return _FORM
-        if kind == "L":
-            return s[1](arg(x, False) for x in s[2])
-        raise _Underivable  # a relaxed scalar, a size inside a list
-
     # Made as inside __torch_dispatch__: with the co-executor's mode off
     # (its own torch calls must not come back to it).
     outside = ex.mode_on()
@@ -556,8 +546,8 @@ def _derived(ex: Any, tape: Any, block: Block) -> Optional[tuple]:
             for q in block.derive:
                 e = entries[q]
                 sa, sk = e.spec
-                args = [arg(x) for x in sa]
-                kwargs = {k: arg(x) for k, x in sk}
+                args = [_derived_arg(x, tensor) for x in sa]
+                kwargs = {k: _derived_arg(x, tensor) for k, x in sk}
                 if e.forms:
                     _evaluate_forms(e, args, kwargs, tensor, learnt.get(q))
                     values[q] = (_variable(e.spec, tuple(args), kwargs), None, None)
@@ -581,6 +571,23 @@ def _derived(ex: Any, tape: Any, block: Block) -> Optional[tuple]:
     if any(q not in values for q in block.varying):
         return None
     return values, recipes
+
+
+def _derived_arg(s: tuple, tensor: Callable[[Any], Optional[torch.Tensor]], top: bool = True) -> Any:
+    """An argument of a derived entry from its check `s` (`_derived`)."""
+    kind = s[0]
+    if kind == "V":
+        return s[2]
+    if kind == "T":
+        t = tensor(s[1])
+        if t is None:
+            raise _Underivable
+        return t
+    if kind == "F" and top:
+        return _FORM
+    if kind == "L":
+        return s[1](_derived_arg(x, tensor, False) for x in s[2])
+    raise _Underivable  # a relaxed scalar, a size inside a list
 
 
 def _derive_plan(entries: list, block: Block) -> tuple:
@@ -991,20 +998,21 @@ def _idents_in(e: Any) -> list:
     if e.func is None and e.kind == "mat":
         return [e.spec] if isinstance(e.spec, tuple) else []
     found: list = []
-
-    def leaf(s: tuple) -> None:
-        if s[0] == "T":
-            found.append(s[1])
-        elif s[0] == "L":
-            for x in s[2]:
-                leaf(x)
     if isinstance(e.spec, tuple) and len(e.spec) == 2:
         sa, sk = e.spec
         for s in sa:
-            leaf(s)
+            _tensor_leaves(s, found)
         for _, s in sk:
-            leaf(s)
+            _tensor_leaves(s, found)
     return found
+
+
+def _tensor_leaves(s: tuple, found: list) -> None:
+    if s[0] == "T":
+        found.append(s[1])
+    elif s[0] == "L":
+        for x in s[2]:
+            _tensor_leaves(x, found)
 
 
 def _aliases(recipes: Any) -> list:

@@ -389,6 +389,15 @@ def _overload(name: str, overload: str) -> Any:
     return getattr(getattr(getattr(torch.ops, namespace), op), overload)
 
 
+def _contiguous_strides(shape: tuple) -> tuple:
+    """The strides of a new contiguous tensor of `shape` (torch's rule)."""
+    strides, n = [], 1
+    for d in reversed(shape):
+        strides.append(n)
+        n *= max(d, 1)
+    return tuple(reversed(strides))
+
+
 class CoExecutor(TapeRecorder, _Recorder):
     """Runs one iteration against a compiled graph (see the module doc)."""
 
@@ -871,13 +880,12 @@ class CoExecutor(TapeRecorder, _Recorder):
             if not isinstance(src, Placeholder):
                 return func(*args, **kwargs)  # a real alias of a real tensor
             return _view_of(src, _to_meta(src), src._terra_token, src._terra_where)
-        if name == "aten.index.Tensor" and any(
-                isinstance(m, torch.Tensor) and m.dtype in (torch.bool, torch.uint8) for m in args[1]):
-            # A boolean mask's count: from its values (a meta index raises
-            # a ~4 ms NotImplementedError for nonzero).
-            meta = self._index_with_mask_meta(func, args)
-        else:
-            meta = infer_meta(func, args, kwargs)
+        if name == "aten.index.Tensor" and (shape := self._index_shape(func, args)) is not None:
+            # A new, contiguous tensor (as torch's meta kernel makes it).
+            ph = Placeholder.make(shape, _contiguous_strides(shape), 0, args[0].dtype)
+            ph._terra_where = name
+            return ph
+        meta = infer_meta(func, args, kwargs)
         opinfo = op_info(func)
         # Arguments by alias set, for results that return (a view of) one.
         by_alias: dict[Any, torch.Tensor] = {}
@@ -910,10 +918,15 @@ class CoExecutor(TapeRecorder, _Recorder):
             return outs[0]
         return type(meta)(outs) if isinstance(meta, tuple) else outs
 
-    def _index_with_mask_meta(self, func: Any, args: tuple) -> torch.Tensor:
-        """The result of `x[mask]`: its size comes from the mask's values,
-        which the host has read (tracing records that read as a fetch)."""
+    def _index_shape(self, func: Any, args: tuple) -> Optional[tuple]:
+        """The shape of `x[indices]` without a meta kernel (None: ask
+        it). A boolean mask's count comes from its values, which the host
+        has read (tracing records that read as a fetch); a meta index
+        raises a ~4 ms NotImplementedError for nonzero, so forms the rule
+        leaves run on zeros."""
         x, indices = args[0], args[1]
+        if not any(isinstance(m, torch.Tensor) and m.dtype in (torch.bool, torch.uint8) for m in indices):
+            return indexing.index_shape(tuple(x.shape), indices)
         reals = []
         for m in indices:
             if isinstance(m, Placeholder):
@@ -921,11 +934,11 @@ class CoExecutor(TapeRecorder, _Recorder):
                     raise MetaUnavailable("the boolean index was not fetched")
                 m = m._terra_real
             reals.append(m)
-        with self.pause():
-            shape = indexing.masked_shape(tuple(x.shape), reals)
-            if shape is None:  # (another form: torch's own answer, or its error)
+        shape = indexing.index_shape(tuple(x.shape), reals)
+        if shape is None:  # (another form: torch's own answer, or its error)
+            with self.pause():
                 shape = tuple(func(torch.zeros(tuple(x.shape), dtype=x.dtype), reals).shape)
-            return torch.empty(shape, dtype=x.dtype, device="meta")
+        return shape
 
     # -- validation ------------------------------------------------------------
     def _handle(self, ref: ValueRef) -> tuple[int, int, int]:

@@ -248,8 +248,17 @@ class TerraFunction:
             if self.phase == "compiling":
                 return self._eager_while_compiling(args, kwargs)
         if self.phase == "coexec":
-            with _gc_paused():
-                return self._coexec(args, kwargs)
+            with _gc_paused() as collection_due:
+                out = self._coexec(args, kwargs)
+                if collection_due():
+                    # The collector starts when it is enabled again: the
+                    # step's records, kept for the next step to free
+                    # (`_retired`), go first. They are a few thousand young
+                    # objects (Faster R-CNN: ~3300, ~0.8 ms to traverse)
+                    # and their allocations put the count over the
+                    # threshold; freed, they are neither.
+                    self._retired = None
+                return out
         if self.phase == "tracing":
             with _gc_paused():
                 return self._trace(args, kwargs)
@@ -938,20 +947,27 @@ def _trips_vary(seqs: set[tuple[int, ...]]) -> bool:
 
 
 @contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
+def _gc_paused() -> Iterator[Callable[[], bool]]:
     """Python's cyclic garbage collector is paused while a step is traced or
     co-executed: the recorder allocates several small objects per op, and
     the collections they trigger walk everything the program holds (15% of
     a co-executed step). Cycles made during the step are collected by the
-    next collection after it."""
+    next collection after it. Yields a function that says whether a
+    collection is due when the collector is enabled again (the count of
+    allocations over its first threshold)."""
     if not gc.isenabled():
-        yield
+        yield lambda: False
         return
     gc.disable()
     try:
-        yield
+        yield _collection_due
     finally:
         gc.enable()
+
+
+def _collection_due() -> bool:
+    threshold = gc.get_threshold()[0]
+    return threshold > 0 and gc.get_count()[0] > threshold
 
 
 def _multi_tensor_safe(opt: torch.optim.Optimizer, group: dict) -> bool:
@@ -1044,41 +1060,60 @@ def _discover_state(fn: Callable, args: tuple, modules: Optional[Sequence[torch.
     found_o: list[torch.optim.Optimizer] = list(optimizers or [])
     if modules is not None and optimizers is not None:
         return StateRegistry(found_m, found_o)
-    seen: set[int] = set()
+    finder = _StateFinder(found_m if modules is None else None, found_o if optimizers is None else None)
+    finder.visit_function(fn, 0)
+    for a in args:
+        if isinstance(a, (torch.nn.Module, torch.optim.Optimizer)):
+            finder.visit(a, 0)
+    # Keep only top-level modules (submodules are named through them).
+    subs = {id(s) for m in found_m for s in m.modules() if s is not m}
+    found_m = [m for m in found_m if id(m) not in subs]
+    return StateRegistry(found_m, found_o)
 
-    def visit(obj: Any, depth: int) -> None:
-        if id(obj) in seen or depth > 2:
+
+class _StateFinder:
+    """The walk of `_discover_state`: modules and optimizers reachable from
+    the step function (its globals, closure and bound object) and from
+    what those hold, two levels deep. `modules` / `optimizers`: where to
+    put what is found, None for a kind given explicitly."""
+
+    def __init__(self, modules: Optional[list], optimizers: Optional[list]):
+        self.modules, self.optimizers = modules, optimizers
+        self.seen: set[int] = set()
+
+    def visit(self, obj: Any, depth: int) -> None:
+        if id(obj) in self.seen or depth > 2:
             return
-        seen.add(id(obj))
+        self.seen.add(id(obj))
         if isinstance(obj, torch.nn.Module):
-            if modules is None:
-                found_m.append(obj)
+            if self.modules is not None:
+                self.modules.append(obj)
             return
         if isinstance(obj, torch.optim.Optimizer):
-            if optimizers is None:
-                found_o.append(obj)
+            if self.optimizers is not None:
+                self.optimizers.append(obj)
             return
         if isinstance(obj, (types.ModuleType, type, int, float, str, bool, torch.Tensor)) or obj is None:
             return
         if isinstance(obj, (list, tuple)):
             for x in obj:
-                visit(x, depth + 1)
+                self.visit(x, depth + 1)
             return
         if isinstance(obj, dict):
             for x in obj.values():
-                visit(x, depth + 1)
+                self.visit(x, depth + 1)
             return
         if isinstance(obj, (types.FunctionType, types.MethodType)):
-            visit_function(obj, depth + 1)
+            self.visit_function(obj, depth + 1)
             return
         attrs = getattr(obj, "__dict__", None)
         if isinstance(attrs, dict):
             for x in attrs.values():
-                visit(x, depth + 1)
+                self.visit(x, depth + 1)
 
-    def visit_function(f: Any, depth: int) -> None:
+    def visit_function(self, f: Any, depth: int) -> None:
         if isinstance(f, types.MethodType):
-            visit(f.__self__, depth)
+            self.visit(f.__self__, depth)
             f = f.__func__
         code = getattr(f, "__code__", None)
         if code is None:
@@ -1092,21 +1127,12 @@ def _discover_state(fn: Callable, args: tuple, modules: Optional[Sequence[torch.
         g = getattr(f, "__globals__", {})
         for n in sorted(names):
             if n in g:
-                visit(g[n], depth)
+                self.visit(g[n], depth)
         for cell in getattr(f, "__closure__", None) or ():
             try:
-                visit(cell.cell_contents, depth)
+                self.visit(cell.cell_contents, depth)
             except ValueError:
                 pass
-
-    visit_function(fn, 0)
-    for a in args:
-        if isinstance(a, (torch.nn.Module, torch.optim.Optimizer)):
-            visit(a, 0)
-    # Keep only top-level modules (submodules are named through them).
-    subs = {id(s) for m in found_m for s in m.modules() if s is not m}
-    found_m = [m for m in found_m if id(m) not in subs]
-    return StateRegistry(found_m, found_o)
 
 
 # -- public API ----------------------------------------------------------------------------

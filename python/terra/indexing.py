@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import numpy as np
 import torch
 
 INDEX = torch.ops.aten.index.Tensor
@@ -108,19 +109,30 @@ def run(dispatch: Any, types_: Any, func: Any, args: tuple, p: _Plan) -> Any:
     return back
 
 
-def masked_shape(shape: tuple, indices: list) -> Optional[tuple]:
-    """The shape of `x[indices]` for an `x` of `shape`, where the indices
-    are `None` and one real boolean mask: a mask of k dims stands for k
-    index tensors of its count of true elements (torch's nonzero), placed
-    by the advanced-indexing rule. None for any other form (integer
-    tensors, several masks, a uint8 or 0-dim mask, a mask whose shape is
-    not that of the dims it covers): the caller asks torch, which also
-    raises torch's error or warning."""
-    dims: list = []  # per dim of x: None, or the length of its index
+_NUMPY = torch.Tensor.numpy  # (torch's own, not a step's materialization wrapper)
+
+
+def index_shape(shape: tuple, indices: list) -> Optional[tuple]:
+    """The shape of `aten.index.Tensor(x, indices)` for an `x` of `shape`
+    (torch's advanced-indexing rule, without a meta kernel: torch 1.13's
+    is Python and costs ~140 us). The indices are `None`, int64 tensors
+    (only their shapes matter: they may be placeholders) and at most one
+    real boolean mask, which stands for k index tensors of its count of
+    true elements (torch's nonzero) for the k dims it covers. The index
+    tensors broadcast together; adjacent index dims stay where the first
+    one is, others go in front. None for any other form (several masks, a
+    uint8, 0-dim or non-CPU mask, a mask whose shape is not that of the
+    dims it covers, other index dtypes, shapes that do not broadcast, too
+    many indices): the caller asks torch, which also raises torch's error
+    or warning."""
+    dims: list = []  # per dim of x: None, or the shape of its index
     masks = 0
     for m in indices:
         if m is None:
             dims.append(None)
+            continue
+        if m.dtype is torch.int64:
+            dims.append(tuple(m.shape))
             continue
         masks += 1
         if masks > 1 or m.dtype is not torch.bool or m.dim() == 0 or m.device.type != "cpu":
@@ -128,14 +140,33 @@ def masked_shape(shape: tuple, indices: list) -> Optional[tuple]:
         k, at = m.dim(), len(dims)
         if tuple(m.shape) != shape[at:at + k]:
             return None
-        dims += [int(torch.count_nonzero(m))] * k
+        # Counted by NumPy on the mask's memory: torch.count_nonzero and its
+        # item() would each go through the co-executor's dispatch mode.
+        dims += [(int(np.count_nonzero(_NUMPY(m))),)] * k
     if len(dims) > len(shape):
         return None
     dims += [None] * (len(shape) - len(dims))
     adv = [d for d, n in enumerate(dims) if n is not None]
     if not adv:
         return None
+    index = _broadcast([dims[d] for d in adv])
+    if index is None:
+        return None
     rest = [shape[d] for d, n in enumerate(dims) if n is None]
-    # Adjacent index dims stay where the first one is; others go in front.
     first = adv[0] if adv[-1] - adv[0] == len(adv) - 1 else 0
-    return tuple(rest[:first]) + (dims[adv[0]],) + tuple(rest[first:])
+    return tuple(rest[:first]) + index + tuple(rest[first:])
+
+
+def _broadcast(shapes: list) -> Optional[tuple]:
+    """The broadcast of `shapes`, None if they do not broadcast."""
+    out: list = []
+    for s in shapes:
+        if len(s) > len(out):
+            out = [1] * (len(s) - len(out)) + out
+        for i, n in enumerate(s, len(out) - len(s)):
+            if n != out[i]:
+                if out[i] != 1 and n != 1:
+                    return None
+                if out[i] == 1:
+                    out[i] = n
+    return tuple(out)

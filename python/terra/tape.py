@@ -198,17 +198,23 @@ def flat_inputs(args: tuple, kwargs: dict) -> list:
 def spec_of(args: tuple, kwargs: dict, ident: Any) -> tuple:
     """The checks of an interaction's arguments; `ident(t)` gives a
     tensor's identity (None: not replayable)."""
-    def leaf(v: Any) -> tuple:
-        if isinstance(v, torch.Tensor):
-            i = ident(v)
-            if i is None:
-                raise Untapeable("a tensor from outside this iteration")
-            meta = (tuple(v.shape), tuple(v.stride()), v.dtype) if i[0] == "arg" else None
-            return ("T", i, meta)
-        if type(v) in (list, tuple) and any(isinstance(x, torch.Tensor) for x in v):
-            return ("L", type(v), tuple(leaf(x) for x in v))
-        return ("V", type(v), v)
-    return (tuple(leaf(v) for v in args), tuple((k, leaf(v)) for k, v in kwargs.items()))
+    return (tuple(_spec_leaf(v, ident) for v in args), tuple((k, _spec_leaf(v, ident)) for k, v in kwargs.items()))
+
+
+# (A module-level function, as the other recursive helpers here: a nested
+# one that calls itself is a reference cycle through its closure, which
+# would keep what it captures, e.g. a co-executor through `ident`, alive
+# until Python's cyclic collector runs.)
+def _spec_leaf(v: Any, ident: Any) -> tuple:
+    if isinstance(v, torch.Tensor):
+        i = ident(v)
+        if i is None:
+            raise Untapeable("a tensor from outside this iteration")
+        meta = (tuple(v.shape), tuple(v.stride()), v.dtype) if i[0] == "arg" else None
+        return ("T", i, meta)
+    if type(v) in (list, tuple) and any(isinstance(x, torch.Tensor) for x in v):
+        return ("L", type(v), tuple(_spec_leaf(x, ident) for x in v))
+    return ("V", type(v), v)
 
 
 def tensor_idents(spec: tuple) -> list:
@@ -340,19 +346,21 @@ def relax_host_shapes(spec: tuple, dynamic: dict) -> tuple:
     """`spec` with the checks of host tensors fed with dynamic dims
     (`dynamic`: host tensor number -> dims) relaxed to the feed's type:
     those dims may take any size, the tensor must be dense."""
-    def leaf(s: tuple) -> tuple:
-        if s[0] == "T":
-            i = s[1]
-            if i[0] == "host" and i[1] in dynamic and (s[2] == "dyn" or _dense(i[2], i[3])):
-                dims = dynamic[i[1]]
-                return ("T", ("host", i[1], tuple(-1 if d in dims else n for d, n in enumerate(i[2])), None, i[4]),
-                        "dyn")
-            return s
-        if s[0] == "L":
-            return ("L", s[1], tuple(leaf(x) for x in s[2]))
-        return s
     sa, sk = spec
-    return (tuple(leaf(x) for x in sa), tuple((k, leaf(x)) for k, x in sk))
+    return (tuple(_relaxed_leaf(x, dynamic) for x in sa), tuple((k, _relaxed_leaf(x, dynamic)) for k, x in sk))
+
+
+def _relaxed_leaf(s: tuple, dynamic: dict) -> tuple:
+    if s[0] == "T":
+        i = s[1]
+        if i[0] == "host" and i[1] in dynamic and (s[2] == "dyn" or _dense(i[2], i[3])):
+            dims = dynamic[i[1]]
+            return ("T", ("host", i[1], tuple(-1 if d in dims else n for d, n in enumerate(i[2])), None, i[4]),
+                    "dyn")
+        return s
+    if s[0] == "L":
+        return ("L", s[1], tuple(_relaxed_leaf(x, dynamic) for x in s[2]))
+    return s
 
 
 def relaxed_arg(e: Entry, args: tuple, kwargs: dict) -> Any:

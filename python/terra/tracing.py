@@ -1022,18 +1022,23 @@ class _Recorder(TorchDispatchMode):
                     return sentinels[self._real_shapes[ref][form.dim]]
             return v
 
+        def meta(x: Any) -> Any:
+            if not isinstance(x, torch.Tensor):
+                return x
+            ref = self.producers.get(self.key(x))
+            dims = self._taint.get(ref, ()) if ref is not None else ()
+            shape = [sentinels[n] if d in dims else n for d, n in enumerate(x.shape)]
+            return torch.empty(shape, dtype=x.dtype, device="meta")
+
         def perturb(x: Any, form: Any = None) -> Any:
             if isinstance(x, torch.Tensor):
-                ref = self.producers.get(self.key(x))
-                dims = self._taint.get(ref, ()) if ref is not None else ()
-                shape = [sentinels[n] if d in dims else n for d, n in enumerate(x.shape)]
-                return torch.empty(shape, dtype=x.dtype, device="meta")
+                return meta(x)
             if isinstance(form, list) and isinstance(x, (list, tuple)) and len(form) == len(x):
                 return type(x)(entry(f, v) for f, v in zip(form, x))
             if form is not None:
                 return entry(form, x)
-            if isinstance(x, (list, tuple)):
-                return type(x)(perturb(v) for v in x)
+            if isinstance(x, (list, tuple)):  # (a Tensor[] or Tensor?[] argument: one level)
+                return type(x)(meta(v) for v in x)
             return x
         forms = {a: op_args[a] for a in sizes.SIZE_ARGS.get(name, ()) if a in op_args}
 

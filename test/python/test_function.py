@@ -163,38 +163,56 @@ def test_boolean_mask_indexing_with_data_dependent_size() -> None:
     assert stats["coexec_iterations"] >= 4
 
 
-def test_a_masked_index_is_shaped_as_torch_shapes_it() -> None:
-    # A replayed `x[mask]` gets its result's shape from the mask's count
-    # (indexing.masked_shape) instead of running the index on zeros; other
-    # forms (several masks, a mask that does not fit, integer indices) are
-    # left to torch, which raises its own error.
+def test_an_advanced_index_is_shaped_as_torch_shapes_it() -> None:
+    # A replayed `x[indices]` gets its result's shape from the rule
+    # (indexing.index_shape: a mask's count, integer index shapes broadcast
+    # and placed by the adjacency rule) instead of torch's meta kernel or
+    # running the index on zeros; other forms (several masks, a mask that
+    # does not fit, int32 indices, shapes that do not broadcast) are left
+    # to torch, which raises its own error.
     from terra import indexing
     rng = np.random.RandomState(0)
-    answered = 0
-    for _ in range(600):
+    answered = {"mask": 0, "int": 0, "both": 0}
+    for _ in range(1500):
         shape = tuple(int(d) for d in rng.randint(0, 4, rng.randint(1, 5)))
-        indices, d = [], 0
+        indices, d, kinds = [], 0, set()
         while d < len(shape) and rng.rand() < 0.8:
-            if rng.rand() < 0.4:
+            r = rng.rand()
+            if r < 0.3:
                 indices.append(None)
                 d += 1
                 continue
-            k = int(rng.randint(1, len(shape) - d + 1))
-            dims = shape[d:d + k] if rng.rand() < 0.9 else shape[d:d + k - 1] + (5,)
-            indices.append(torch.from_numpy(rng.rand(*dims) > 0.5))
-            d += k
+            if r < 0.6:
+                k = int(rng.randint(1, len(shape) - d + 1))
+                dims = shape[d:d + k] if rng.rand() < 0.9 else shape[d:d + k - 1] + (5,)
+                indices.append(torch.from_numpy(rng.rand(*dims) > 0.5))
+                kinds.add("mask")
+                d += k
+                continue
+            # An integer index within the dim's bounds, of a shape that
+            # mostly broadcasts with the others.
+            ishape = tuple(int(n) for n in rng.choice([1, 2, 3], rng.randint(0, 3)))
+            indices.append(torch.from_numpy(rng.randint(0, max(shape[d], 1), ishape)))
+            kinds.add("int")
+            d += 1
         if not any(i is not None for i in indices):
             continue
-        got = indexing.masked_shape(shape, indices)
+        got = indexing.index_shape(shape, indices)
         if got is None:
             continue
-        answered += 1
+        answered["both" if len(kinds) == 2 else kinds.pop()] += 1
+        if 0 in shape and any(i is not None and i.dtype is torch.int64 and i.numel() for i in indices):
+            continue  # (torch raises for an index into an empty dim; the shape is what its meta gives)
         assert got == tuple(torch.ops.aten.index.Tensor(torch.zeros(shape), indices).shape), (shape, indices)
-    assert answered > 150
+    assert min(answered.values()) > 30, answered
     mask = torch.tensor([True, False, True])
-    assert indexing.masked_shape((3, 2), [mask, mask.clone()[:2]]) is None  # two masks
-    assert indexing.masked_shape((4, 2), [mask]) is None  # the mask does not fit: torch raises
-    assert indexing.masked_shape((3, 2), [torch.tensor([0, 2])]) is None  # integer indices
+    assert indexing.index_shape((3, 2), [mask, mask.clone()[:2]]) is None  # two masks
+    assert indexing.index_shape((4, 2), [mask]) is None  # the mask does not fit: torch raises
+    assert indexing.index_shape((3, 2), [torch.tensor([0, 2], dtype=torch.int32)]) is None  # int32
+    assert indexing.index_shape((3, 2), [torch.zeros(2, dtype=torch.int64), torch.zeros(3, dtype=torch.int64)]) \
+        is None  # shapes that do not broadcast
+    assert indexing.index_shape((3, 2, 4), [torch.zeros(5, dtype=torch.int64), None, torch.zeros(1, 5).long()]) \
+        == (1, 5, 2)  # index dims apart: they go in front
 
 
 def test_a_mask_count_is_dynamic_only_where_it_flows(tmp_path: Any) -> None:
