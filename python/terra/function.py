@@ -248,17 +248,8 @@ class TerraFunction:
             if self.phase == "compiling":
                 return self._eager_while_compiling(args, kwargs)
         if self.phase == "coexec":
-            with _gc_paused() as collection_due:
-                out = self._coexec(args, kwargs)
-                if collection_due():
-                    # The collector starts when it is enabled again: the
-                    # step's records, kept for the next step to free
-                    # (`_retired`), go first. They are a few thousand young
-                    # objects (Faster R-CNN: ~3300, ~0.8 ms to traverse)
-                    # and their allocations put the count over the
-                    # threshold; freed, they are neither.
-                    self._retired = None
-                return out
+            with _gc_paused():
+                return self._coexec(args, kwargs)
         if self.phase == "tracing":
             with _gc_paused():
                 return self._trace(args, kwargs)
@@ -947,27 +938,25 @@ def _trips_vary(seqs: set[tuple[int, ...]]) -> bool:
 
 
 @contextlib.contextmanager
-def _gc_paused() -> Iterator[Callable[[], bool]]:
+def _gc_paused() -> Iterator[None]:
     """Python's cyclic garbage collector is paused while a step is traced or
     co-executed: the recorder allocates several small objects per op, and
     the collections they trigger walk everything the program holds (15% of
     a co-executed step). Cycles made during the step are collected by the
-    next collection after it. Yields a function that says whether a
-    collection is due when the collector is enabled again (the count of
-    allocations over its first threshold)."""
+    next collection after it. (The step's records are not dropped early
+    when a collection is due at the step's end: the next step frees them,
+    in its waits for the graph where it has any, and those frees balance
+    the collector's count against the step's own allocations; dropped at
+    the end instead, a step's allocations alone put the count over the
+    threshold at every end after the first, measured on DCGAN.)"""
     if not gc.isenabled():
-        yield lambda: False
+        yield
         return
     gc.disable()
     try:
-        yield _collection_due
+        yield
     finally:
         gc.enable()
-
-
-def _collection_due() -> bool:
-    threshold = gc.get_threshold()[0]
-    return threshold > 0 and gc.get_count()[0] > threshold
 
 
 def _multi_tensor_safe(opt: torch.optim.Optimizer, group: dict) -> bool:
