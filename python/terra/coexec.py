@@ -533,6 +533,12 @@ class CoExecutor(TapeRecorder, _Recorder):
                                    and self.tape_key not in compiled.loop_hook_keys)
         self.unmerged = False
 
+    def release(self) -> None:
+        super().release()
+        # The graph's error (raised to the program by now) holds frames that
+        # hold this co-executor: a cycle through its traceback.
+        self.graph_error = None
+
     # -- recording hooks -------------------------------------------------------
     def problem(self, text: str) -> None:
         super().problem(text)

@@ -51,6 +51,7 @@ import threading
 import time
 import types
 import warnings
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
@@ -607,7 +608,7 @@ class TerraFunction:
         self.unrolled = set(self.session.unrolled_loops)
         self.state_names = list(graph.state_names)
         self.host_op_names = [name for name, _ in graph.host_ops]
-        self.host_executor = self._host_exec if graph.host_ops else None
+        self.host_executor = _host_executor(self) if graph.host_ops else None
         self.phase = "coexec"
         self._log(f"-> co-execution (compiled in {elapsed:.2f} s"
                   f"{', cached' if graph.loaded_from_cache else ''}"
@@ -742,6 +743,11 @@ class TerraFunction:
                 if ex.run is not None:
                     ex.run.retire()
                 ex.run = None
+                # The function holds its last co-executor (`_retired`): one
+                # that held the function back would make a cycle, and a
+                # function the program drops (its compiled graph, its
+                # runner thread) would wait for the cyclic collector.
+                ex.compiled = None
                 self._retired = ex
 
     def _coexec_with(self, ex: CoExecutor, start: float, args: tuple, kwargs: dict) -> Any:
@@ -807,6 +813,21 @@ class TerraFunction:
         _normalize_state(self.registry)
         self.stats.coexec_iterations += 1
         self.stats.fallbacks.append(Fallback(it, reason, site))
+
+
+def _host_executor(fn: TerraFunction) -> Callable[[int, list], list]:
+    """`fn._host_exec` for the runtime's host-op callbacks, through a weak
+    reference: the bound method held by `fn` itself would be a cycle (a
+    dropped function, its compiled graph and runner thread, would wait
+    for the cyclic collector)."""
+    ref = weakref.ref(fn)
+
+    def execute(op_id: int, arrays: list) -> list:
+        f = ref()
+        if f is None:
+            raise RuntimeError("terra: a host op of a dropped terra.function")
+        return f._host_exec(op_id, arrays)
+    return execute
 
 
 def _check_device(device: Any) -> str:

@@ -691,9 +691,9 @@ def test_no_co_executor_outlives_the_next_step() -> None:
         fn(x, y)
     assert terra.stats(fn)["replayed_iterations"] >= 3
     gc.collect()
-    alive = [o for o in gc.get_objects() if type(o) is coexec.CoExecutor and o.compiled is fn]
+    alive = [o for o in gc.get_objects() if type(o) is coexec.CoExecutor and (o.compiled is fn or o is fn._retired)]
     assert alive == [fn._retired]
-    assert alive[0].run is None and alive[0].retired is None
+    assert alive[0].run is None and alive[0].retired is None and alive[0].compiled is None
 
 
 def test_a_co_executed_steps_records_are_freed_without_the_cyclic_collector() -> None:
@@ -735,6 +735,27 @@ def test_a_co_executed_steps_records_are_freed_without_the_cyclic_collector() ->
         gc.enable()
     assert alive == [], f"the records of steps {alive} wait for the cyclic collector"
     assert sum(s["phase"] == "coexec" for s in fn.stats.steps[-13:]) == 13
+
+
+def test_a_function_the_program_drops_is_freed_without_the_cyclic_collector() -> None:
+    # A co-executed function keeps its last step's co-executor for the next
+    # step to free (`_retired`); that co-executor referred back to the
+    # function, a cycle that kept every dropped function (its compiled
+    # graph, its runner thread) until a collection.
+    import gc
+    import weakref
+    fn = terra.function(_adam_program()[0], cache_dir=None)
+    for x, y in batches(8):
+        fn(x, y)
+    assert terra.stats(fn)["replayed_iterations"] >= 3 and fn._retired is not None
+    gc.collect()
+    gc.disable()
+    try:
+        dropped, last = weakref.ref(fn), weakref.ref(fn._retired)
+        del fn
+        assert dropped() is None and last() is None
+    finally:
+        gc.enable()
 
 
 def test_no_nested_function_of_the_front_end_calls_itself() -> None:
