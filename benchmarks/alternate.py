@@ -87,14 +87,19 @@ def warm_up(fn, eager_step: Callable[[int], object], steps: int, i: int,
     return i
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_block_arguments(ap: argparse.ArgumentParser, warmup: int) -> None:
+    """The program and block options shared with step_lines.py."""
     ap.add_argument("program", choices=sorted(PROGRAMS))
     ap.add_argument("--size", default="small", choices=("small", "full"))
     ap.add_argument("--blocks", type=int, default=8)
     ap.add_argument("--block", type=int, default=20, help="steps per block")
-    ap.add_argument("--warmup", type=int, default=24, help="co-executed steps in a row first")
+    ap.add_argument("--warmup", type=int, default=warmup, help="co-executed steps in a row first")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_block_arguments(ap, warmup=24)
     ap.add_argument("--on", help="statement run before each 'on' terra block")
     ap.add_argument("--off", help="statement run before each 'off' terra block")
     args = ap.parse_args(argv)

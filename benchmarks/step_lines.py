@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 import terra  # noqa: E402
-from benchmarks.alternate import Streams, warm_up  # noqa: E402
+from benchmarks.alternate import Streams, add_block_arguments, warm_up  # noqa: E402
 from benchmarks.programs import PROGRAMS  # noqa: E402
 
 _CLOCK = "__step_lines_clock"
@@ -102,12 +102,7 @@ def _clock_call(k: int, where: ast.stmt) -> ast.stmt:
 
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("program", choices=sorted(PROGRAMS))
-    ap.add_argument("--size", default="small", choices=("small", "full"))
-    ap.add_argument("--blocks", type=int, default=8)
-    ap.add_argument("--block", type=int, default=20, help="steps per block")
-    ap.add_argument("--warmup", type=int, default=40, help="co-executed steps in a row first")
-    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    add_block_arguments(ap, warmup=40)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     module = PROGRAMS[args.program]

@@ -282,6 +282,24 @@ def test_mlp_sizes_runs_as_a_script() -> None:
         assert int(done) == int(total) > 0, line
 
 
+@pytest.mark.skipif(not _terra_importable(), reason="the terra package is not built")
+def test_step_lines_runs_as_a_script() -> None:
+    """benchmarks/step_lines.py times every top-level statement of DCGAN's
+    step in both modes, co-executed (a smoke test: the times are
+    measurements)."""
+    cmd = [sys.executable, "benchmarks/step_lines.py", "dcgan", "--blocks", "2", "--block", "2",
+           "--warmup", "3"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "terra phases {'coexec': 4}" in out, out
+    statements = ["real, z = cycle(self.real, i)", "err_real.backward()", "self.optG.step()",
+                  "(the call -> the first statement)", "(the last statement run -> the call's return)"]
+    for text in statements:
+        assert any(text in line and len(line.split()) > 3 for line in out.splitlines()), (text, out)
+    assert re.search(r"whole step \(\d+\.\d+x eager\)", out), out
+
+
 def test_terra_reported_unavailable_when_import_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "terra", None)  # makes `import terra` raise ImportError
     for mode in ("terra", "terra-serialized"):
