@@ -338,6 +338,27 @@ py::dict slotTensors(py::list names, py::list kinds, py::list objs,
   return out;
 }
 
+/// [s.get() for s in slots] (StateRegistry.values): each slot's tensor, or
+/// None.
+py::list slotList(py::list kinds, py::list objs, py::list keys) {
+  Py_ssize_t n = PyList_GET_SIZE(kinds.ptr());
+  if (PyList_GET_SIZE(objs.ptr()) != n || PyList_GET_SIZE(keys.ptr()) != n)
+    throw py::value_error("slot_list: the slot lists differ in length");
+  py::list out(n);
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    long kind = PyLong_AsLong(PyList_GET_ITEM(kinds.ptr(), k));
+    if (kind == -1 && PyErr_Occurred())
+      throw py::error_already_set();
+    PyObject *t =
+        slotTensor(static_cast<int>(kind), PyList_GET_ITEM(objs.ptr(), k),
+                   PyList_GET_ITEM(keys.ptr(), k));
+    if (!t)
+      throw py::error_already_set();
+    PyList_SET_ITEM(out.ptr(), k, t); // (steals the reference)
+  }
+  return out;
+}
+
 /// [runio.tensor_spec(t) for t in tensors]: (data pointer, element type,
 /// shape, strides, t) each. A dtype `elements` does not name gives None
 /// in its place (the caller raises, naming it).
@@ -401,6 +422,8 @@ void terra::bindStateWalk(py::module_ &m) {
   m.def("slot_tensors", &slotTensors, py::arg("names"), py::arg("kinds"),
         py::arg("objs"), py::arg("keys"),
         "name -> tensor of every state slot that holds one.");
+  m.def("slot_list", &slotList, py::arg("kinds"), py::arg("objs"),
+        py::arg("keys"), "Each state slot's tensor, or None, in order.");
   m.def("tensor_specs", &tensorSpecs, py::arg("tensors"), py::arg("elements"),
         "runio.tensor_spec of each tensor (None for an unknown dtype).");
 }

@@ -983,8 +983,7 @@ class TapeRecorder:
         if [self._ident(t) for t in flat] != end.result:
             return None
         registry = self.registry
-        slots = registry.slots()
-        held = [s.get() for s in slots]
+        slots, held = registry.slot_values()
         checks = end.end_checks()
         if not checks.complete:
             return None

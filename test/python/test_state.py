@@ -37,6 +37,12 @@ def _same(cached: StateRegistry) -> None:
     got, want = cached.tensors(), fresh.tensors()
     assert list(got) == list(want)
     assert all(got[n] is want[n] for n in want)
+    # A replay's end reads every slot at once (natively: StateWalk.cpp's
+    # slot_list): what each getter gives, None included.
+    for reg in (cached, fresh):
+        slots, values = reg.slot_values()
+        assert [s.name for s in slots] == [n for n, _ in a]
+        assert len(values) == len(slots) and all(v is s.get() for s, v in zip(slots, values))
 
 
 def test_the_native_walk_is_used_where_built() -> None:
