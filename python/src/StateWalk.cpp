@@ -33,6 +33,8 @@
 #include <Python.h>
 
 #include <cstdint>
+#include <initializer_list>
+#include <string>
 #include <vector>
 
 namespace py = pybind11;
@@ -310,23 +312,38 @@ PyObject *slotTensor(int kind, PyObject *obj, PyObject *key) {
   }
 }
 
+/// The tensor in slot `k` of the parallel lists (a new reference, Py_None
+/// when it holds none); throws with the Python error set.
+PyObject *slotAt(py::list &kinds, py::list &objs, py::list &keys,
+                 Py_ssize_t k) {
+  long kind = PyLong_AsLong(PyList_GET_ITEM(kinds.ptr(), k));
+  if (kind == -1 && PyErr_Occurred())
+    throw py::error_already_set();
+  PyObject *t = slotTensor(static_cast<int>(kind),
+                           PyList_GET_ITEM(objs.ptr(), k),
+                           PyList_GET_ITEM(keys.ptr(), k));
+  if (!t)
+    throw py::error_already_set();
+  return t;
+}
+
+/// The number of slots, when every list has one entry per slot.
+Py_ssize_t slotCount(const char *what, std::initializer_list<py::list *> lists) {
+  Py_ssize_t n = PyList_GET_SIZE((*lists.begin())->ptr());
+  for (py::list *l : lists)
+    if (PyList_GET_SIZE(l->ptr()) != n)
+      throw py::value_error(std::string(what) +
+                            ": the slot lists differ in length");
+  return n;
+}
+
 /// name -> tensor for every slot holding one (StateRegistry.tensors).
 py::dict slotTensors(py::list names, py::list kinds, py::list objs,
                      py::list keys) {
-  Py_ssize_t n = PyList_GET_SIZE(names.ptr());
-  if (PyList_GET_SIZE(kinds.ptr()) != n || PyList_GET_SIZE(objs.ptr()) != n ||
-      PyList_GET_SIZE(keys.ptr()) != n)
-    throw py::value_error("slot_tensors: the slot lists differ in length");
+  Py_ssize_t n = slotCount("slot_tensors", {&names, &kinds, &objs, &keys});
   py::dict out;
   for (Py_ssize_t k = 0; k < n; ++k) {
-    long kind = PyLong_AsLong(PyList_GET_ITEM(kinds.ptr(), k));
-    if (kind == -1 && PyErr_Occurred())
-      throw py::error_already_set();
-    PyObject *t =
-        slotTensor(static_cast<int>(kind), PyList_GET_ITEM(objs.ptr(), k),
-                   PyList_GET_ITEM(keys.ptr(), k));
-    if (!t)
-      throw py::error_already_set();
+    PyObject *t = slotAt(kinds, objs, keys, k);
     int failed =
         t == Py_None
             ? 0
@@ -338,24 +355,13 @@ py::dict slotTensors(py::list names, py::list kinds, py::list objs,
   return out;
 }
 
-/// [s.get() for s in slots] (StateRegistry.values): each slot's tensor, or
-/// None.
+/// [s.get() for s in slots] (StateRegistry.slot_values): each slot's
+/// tensor, or None.
 py::list slotList(py::list kinds, py::list objs, py::list keys) {
-  Py_ssize_t n = PyList_GET_SIZE(kinds.ptr());
-  if (PyList_GET_SIZE(objs.ptr()) != n || PyList_GET_SIZE(keys.ptr()) != n)
-    throw py::value_error("slot_list: the slot lists differ in length");
+  Py_ssize_t n = slotCount("slot_list", {&kinds, &objs, &keys});
   py::list out(n);
-  for (Py_ssize_t k = 0; k < n; ++k) {
-    long kind = PyLong_AsLong(PyList_GET_ITEM(kinds.ptr(), k));
-    if (kind == -1 && PyErr_Occurred())
-      throw py::error_already_set();
-    PyObject *t =
-        slotTensor(static_cast<int>(kind), PyList_GET_ITEM(objs.ptr(), k),
-                   PyList_GET_ITEM(keys.ptr(), k));
-    if (!t)
-      throw py::error_already_set();
-    PyList_SET_ITEM(out.ptr(), k, t); // (steals the reference)
-  }
+  for (Py_ssize_t k = 0; k < n; ++k)
+    PyList_SET_ITEM(out.ptr(), k, slotAt(kinds, objs, keys, k)); // (stolen)
   return out;
 }
 
