@@ -160,11 +160,9 @@ def _spans(out: Dict[str, List[int]], reads: List[tuple], start: int, end: int) 
     per: Dict[str, int] = collections.Counter()
     for (k, t0), (_, t1) in zip(reads, reads[1:]):
         per[str(k)] += t1 - t0
-    last = str(reads[-1][0])
     for k, ns in per.items():
         out[k].append(ns)
     out["return"].append(end - reads[-1][1])
-    out.setdefault("last", []).append(int(last))
 
 
 def _median(v: Optional[List[int]]) -> Optional[float]:

@@ -34,6 +34,7 @@ import threading
 from typing import Any, Callable, Optional
 
 import torch
+from torch._prims_common import make_contiguous_strides_for
 from torch.utils._pytree import tree_flatten, tree_map
 
 from . import backward, dropout, indexing, native, relax, replay, tracing
@@ -387,15 +388,6 @@ def _overload(name: str, overload: str) -> Any:
     ("Tensor", "default"): the object torch passes `__torch_dispatch__`."""
     namespace, op = name.split("::", 1)
     return getattr(getattr(getattr(torch.ops, namespace), op), overload)
-
-
-def _contiguous_strides(shape: tuple) -> tuple:
-    """The strides of a new contiguous tensor of `shape` (torch's rule)."""
-    strides, n = [], 1
-    for d in reversed(shape):
-        strides.append(n)
-        n *= max(d, 1)
-    return tuple(reversed(strides))
 
 
 class CoExecutor(TapeRecorder, _Recorder):
@@ -888,7 +880,7 @@ class CoExecutor(TapeRecorder, _Recorder):
             return _view_of(src, _to_meta(src), src._terra_token, src._terra_where)
         if name == "aten.index.Tensor" and (shape := self._index_shape(func, args)) is not None:
             # A new, contiguous tensor (as torch's meta kernel makes it).
-            ph = Placeholder.make(shape, _contiguous_strides(shape), 0, args[0].dtype)
+            ph = Placeholder.make(shape, make_contiguous_strides_for(shape), 0, args[0].dtype)
             ph._terra_where = name
             return ph
         meta = infer_meta(func, args, kwargs)

@@ -191,22 +191,24 @@ class StateRegistry:
         slots = self.slots()
         if self._native is None:
             return {s.name: t for s in slots if (t := s.get()) is not None}
-        if self._reads is None:
-            self._reads = ([s.name for s in slots], [s.kind for s in slots],
-                           [s.obj for s in slots], [s.key for s in slots])
-        return self._native.slot_tensors(*self._reads)
+        return self._native.slot_tensors(*self._slot_reads(slots))
 
     def slot_values(self) -> tuple[list[StateSlot], list[Optional[torch.Tensor]]]:
         """`slots()` and each slot's tensor (None where it holds none), the
         reads in one native call where the module is built (a replay's end
         reads every slot: ~0.25 ms for YOLOv3's 570 in Python)."""
         slots = self.slots()
-        if self._native is None or not hasattr(self._native, "slot_list"):
+        if self._native is None:
             return slots, [s.get() for s in slots]
+        return slots, self._native.slot_list(*self._slot_reads(slots)[1:])
+
+    def _slot_reads(self, slots: list[StateSlot]) -> tuple:
+        """The slots' names, kinds, objects and keys for the native reads
+        (`slots`: the current slots, what `slots()` returned)."""
         if self._reads is None:
             self._reads = ([s.name for s in slots], [s.kind for s in slots],
                            [s.obj for s in slots], [s.key for s in slots])
-        return slots, self._native.slot_list(*self._reads[1:])
+        return self._reads
 
     def slot(self, name: str) -> StateSlot:
         for s in self.slots():
