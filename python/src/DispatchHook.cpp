@@ -509,6 +509,89 @@ py::object pointerIndex(py::list names, py::list tensors) {
   return index;
 }
 
+/// Whether every tensor of `tensors` is a dense (strided) CPU tensor of a
+/// real element type, and so is its `.grad` where it has one: the
+/// parameters for which torch 1.13's multi-tensor optimizer update equals
+/// its per-parameter one (function._multi_tensor_safe), read from the
+/// tensors' C++ side (~5 Python attribute reads per parameter otherwise).
+/// None when one is of another type than Tensor or Parameter (its Python
+/// class may say otherwise: the caller asks it).
+py::object denseCpuReal(py::list tensors) {
+  static PyObject *parameterType = [] {
+    py::object type = py::module_::import("torch.nn").attr("Parameter");
+    return type.release().ptr();
+  }();
+  auto plain = [](const at::Tensor &x) {
+    return x.layout() == c10::kStrided && x.device().is_cpu() &&
+           !x.is_complex();
+  };
+  for (py::handle h : tensors) {
+    PyObject *type = reinterpret_cast<PyObject *>(Py_TYPE(h.ptr()));
+    if (type != THPVariableClass && type != parameterType)
+      return py::none();
+  }
+  for (py::handle h : tensors) {
+    const at::Tensor &x = THPVariable_Unpack(h.ptr());
+    const at::Tensor &g = x.grad();
+    if (!plain(x) || (g.defined() && g.layout() != c10::kStrided))
+      return py::bool_(false);
+  }
+  return py::bool_(true);
+}
+
+/// replay.TapeRecorder._commit_plan's loop, natively: for each commit `c`
+/// (name, fetch id, instance) and the tensor its slot holds: a plain CPU
+/// Tensor or Parameter is a direct commit, whose item is (fid, inst, the
+/// spec it crossed with at the start (`specs[name]`) when that is still
+/// this tensor at this data pointer, else `slow(t)`); anything else is
+/// left to the slots' setters. Returns (direct, items, late).
+py::tuple commitPlan(py::list commits, py::list held, py::dict specs,
+                     py::object slow) {
+  Py_ssize_t n = PyList_GET_SIZE(commits.ptr());
+  if (PyList_GET_SIZE(held.ptr()) != n)
+    throw py::value_error("commit_plan: one held tensor per commit");
+  py::list direct, items, late;
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    PyObject *c = PyList_GET_ITEM(commits.ptr(), k);
+    PyObject *t = PyList_GET_ITEM(held.ptr(), k);
+    if (!PyTuple_Check(c) || PyTuple_GET_SIZE(c) < 3)
+      throw py::value_error("commit_plan: a commit is (name, fid, inst)");
+    const at::Tensor *x = t == Py_None ? nullptr : plainTensor(t);
+    if (!x || !x->is_cpu()) {
+      if (PyList_Append(late.ptr(), c) < 0)
+        throw py::error_already_set();
+      continue;
+    }
+    py::object pair = py::reinterpret_steal<py::object>(PyTuple_Pack(2, c, t));
+    if (!pair || PyList_Append(direct.ptr(), pair.ptr()) < 0)
+      throw py::error_already_set();
+    PyObject *spec =
+        PyDict_GetItemWithError(specs.ptr(), PyTuple_GET_ITEM(c, 0));
+    if (!spec && PyErr_Occurred())
+      throw py::error_already_set();
+    py::object use;
+    bool stands = false;
+    if (spec && PyTuple_Check(spec) && PyTuple_GET_SIZE(spec) == 5 &&
+        PyTuple_GET_ITEM(spec, 4) == t) {
+      unsigned long long ptr =
+          PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(spec, 0));
+      if (PyErr_Occurred())
+        PyErr_Clear();
+      else
+        stands = ptr == reinterpret_cast<uintptr_t>(x->data_ptr());
+    }
+    if (stands)
+      use = py::reinterpret_borrow<py::object>(spec);
+    else
+      use = slow(py::handle(t));
+    py::object item = py::reinterpret_steal<py::object>(PyTuple_Pack(
+        3, PyTuple_GET_ITEM(c, 1), PyTuple_GET_ITEM(c, 2), use.ptr()));
+    if (!item || PyList_Append(items.ptr(), item.ptr()) < 0)
+      throw py::error_already_set();
+  }
+  return py::make_tuple(direct, items, late);
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(_, Fake, m) {
@@ -578,6 +661,12 @@ PYBIND11_MODULE(_terra_dispatch, m) {
         py::arg("previous"), py::arg("slow"),
         "runio.tensor_spec of each tensor; a spec of `previous` (the last "
         "call's list) that still stands is returned again.");
+  m.def("dense_cpu_real", &denseCpuReal, py::arg("tensors"),
+        "Whether every tensor (and its .grad) is a dense CPU tensor of a "
+        "real element type; None if one is not a Tensor or Parameter.");
+  m.def("commit_plan", &commitPlan, py::arg("commits"), py::arg("held"),
+        py::arg("specs"), py::arg("slow"),
+        "(direct, items, late) of a replay's commit (replay._commit_plan).");
   m.def("pointer_index", &pointerIndex, py::arg("names"), py::arg("tensors"),
         "Data pointer -> the names of the non-empty tensors there (None if "
         "one is not a plain tensor with storage).");

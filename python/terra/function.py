@@ -989,8 +989,7 @@ def _multi_tensor_safe(opt: torch.optim.Optimizer, group: dict) -> bool:
     nesterov SGD without weight decay adds the momentum into it."""
     if group.get("foreach") is not None or group.get("differentiable") or group.get("capturable"):
         return False
-    if any(p.is_sparse or p.is_complex() or p.device.type != "cpu" or
-           (p.grad is not None and p.grad.is_sparse) for p in group["params"]):
+    if not dense_cpu_real(group["params"]):
         return False
     kind = type(opt)
     if kind is torch.optim.SGD:
@@ -998,6 +997,20 @@ def _multi_tensor_safe(opt: torch.optim.Optimizer, group: dict) -> bool:
     if kind is torch.optim.Adam:
         return group.get("weight_decay", 0) == 0
     return kind is torch.optim.AdamW
+
+
+def dense_cpu_real(params: list) -> bool:
+    """Whether every parameter, and its `.grad` where it has one, is a
+    dense CPU tensor of a real element type: read from their C++ side where
+    the dispatch hook is built (DispatchHook.cpp; five Python attribute reads
+    per parameter, every step, cost YOLOv3 ~140 us and Faster R-CNN ~45)."""
+    native_check = native.optional_function("dense_cpu_real", dispatch=True)
+    if native_check is not None and type(params) is list:
+        answer = native_check(params)
+        if answer is not None:
+            return answer
+    return all(p.layout is torch.strided and not p.is_complex() and p.device.type == "cpu" and
+               (p.grad is None or p.grad.layout is torch.strided) for p in params)
 
 
 @contextlib.contextmanager

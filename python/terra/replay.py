@@ -1058,23 +1058,9 @@ class TapeRecorder:
         commits all go to the setters (Tensor.copy_), the program's CPU
         tensors among them (Adam's `step` counters: a device-to-device
         copy into host memory failed on the H200)."""
-        direct, items, late = [], [], []
         if self.compiled.graph_device == "cuda":
-            return direct, items, list(commits)
-        plain = (torch.Tensor, torch.nn.Parameter)
-        specs = self.state_specs
-        for c, cur in zip(commits, held):
-            if cur is None or type(cur) not in plain or not cur.is_cpu:
-                late.append(c)
-            else:
-                direct.append((c, cur))
-                # The spec it crossed with at the start when it is the same
-                # tensor on the same memory (`p.data = x` bypasses dispatch).
-                spec = specs.get(c[0])
-                if spec is None or spec[4] is not cur or spec[0] != cur.data_ptr():
-                    spec = tensor_spec(cur)
-                items.append((c[1], c[2], spec))
-        return direct, items, late
+            return [], [], list(commits)
+        return commit_plan(commits, held, self.state_specs)
 
     def _commit_direct(self, plan: tuple) -> Optional[list]:
         """Commits what `_commit_plan` found can be copied directly. Each
@@ -1108,6 +1094,37 @@ class TapeRecorder:
         self._deviate_after_run_failure()
         self.log.clear()
         return trace
+
+
+def commit_plan(commits: list, held: list, specs: dict) -> tuple:
+    """TapeRecorder._commit_plan for a CPU graph: a commit (slot name,
+    fetch point, instance) whose slot holds a plain CPU tensor (`held`) is
+    direct, with the spec its tensor crossed with at the start (`specs`)
+    when that is the same tensor on the same memory (`p.data = x` bypasses
+    dispatch), else a new one; the rest go to the slots' setters. In one
+    native call where the dispatch hook is built (DispatchHook.cpp: the
+    Python loop cost Faster R-CNN's end ~80-180 us, reading each tensor's
+    type, device and data pointer through Python)."""
+    native = native_module.optional_function("commit_plan", dispatch=True)
+    if native is not None and type(commits) is list and type(held) is list:
+        return native(commits, held, specs, tensor_spec)
+    return python_commit_plan(commits, held, specs)
+
+
+def python_commit_plan(commits: list, held: list, specs: dict) -> tuple:
+    """commit_plan without the native module (and its specification)."""
+    direct, items, late = [], [], []
+    plain = (torch.Tensor, torch.nn.Parameter)
+    for c, cur in zip(commits, held):
+        if cur is None or type(cur) not in plain or not cur.is_cpu or cur.layout is not torch.strided:
+            late.append(c)
+        else:
+            direct.append((c, cur))
+            spec = specs.get(c[0])
+            if spec is None or spec[4] is not cur or spec[0] != cur.data_ptr():
+                spec = tensor_spec(cur)
+            items.append((c[1], c[2], spec))
+    return direct, items, late
 
 
 def bump_versions(tensors: list) -> None:

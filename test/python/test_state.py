@@ -2,6 +2,7 @@
 (the slots are cached between calls; see StateRegistry.slots; the walk that
 checks them is native where the module is built, StateWalk.cpp)."""
 import gc
+import importlib
 import weakref
 
 import pytest
@@ -10,7 +11,7 @@ from torch import nn
 
 from terra import native
 from terra.mlir_text import ELEMENT_TYPES
-from terra.replay import bump_versions
+from terra.replay import bump_versions, commit_plan, python_commit_plan
 from terra.runio import tensor_spec, tensor_specs
 from terra.state import StateRegistry
 
@@ -232,6 +233,69 @@ def test_tensor_specs_return_a_spec_that_still_stands_again() -> None:
         now = tensor_specs(tensors, last)
         assert now == [tensor_spec(t) for t in tensors], f"change {k}"
         assert any(a is not b for a, b in zip(now[:3], last[:3])), f"change {k} went unseen"
+
+
+def test_native_commit_plan_equals_its_python_specification() -> None:
+    # A replay's commit plan (replay.commit_plan): plain CPU tensors are
+    # direct commits, with the spec they crossed with at the step's start
+    # while it still describes them, else a new one; anything else (no
+    # tensor, a subclass, a sparse or a meta tensor) goes to the setters.
+    if native.load_dispatch() is None:
+        pytest.skip("the dispatch hook is not built")
+
+    class Sub(torch.Tensor):
+        pass
+
+    p, q, g = nn.Parameter(torch.ones(3, 4)), nn.Parameter(torch.ones(2)), torch.zeros(3, 4)
+    held = [p, q, g, None, torch.ones(2).as_subclass(Sub), torch.zeros(3).to_sparse(),
+            torch.empty(2, device="meta"), torch.ones(4, 2).t()]
+    specs = {f"s{k}": tensor_spec(t) for k, t in enumerate(held[:3])}
+    specs["s7"] = tensor_spec(held[7])
+    q.data = torch.zeros(2)  # new memory since its spec was made: a new spec
+    specs["s2"] = tensor_spec(torch.zeros(3, 4))  # another tensor's spec under g's name
+    commits = [(f"s{k}", 10 + k, k % 2) for k in range(len(held))]
+    native_plan = commit_plan(commits, held, specs)
+    python_plan = python_commit_plan(commits, held, specs)
+    assert native_plan == python_plan
+    direct, items, late = native_plan
+    assert [c for c, _ in direct] == [commits[k] for k in (0, 1, 2, 7)]
+    assert all(t is held[k] for (_, t), k in zip(direct, (0, 1, 2, 7)))
+    assert [c[0] for c in late] == ["s3", "s4", "s5", "s6"]
+    assert items[0][2] is specs["s0"] and items[3][2] is specs["s7"]  # still standing: the same object
+    assert items[1][2] == tensor_spec(q) and items[2][2] == tensor_spec(g)
+    assert [i[:2] for i in items] == [(10, 0), (11, 1), (12, 0), (17, 1)]
+
+
+def test_native_dense_check_equals_its_python_specification() -> None:
+    # function.dense_cpu_real decides whether torch 1.13's multi-tensor
+    # update may replace the per-parameter one; natively from the tensors'
+    # C++ side, with the Python predicate for types it does not know.
+    tf = importlib.import_module("terra.function")
+    if native.load_dispatch() is None:
+        pytest.skip("the dispatch hook is not built")
+
+    class Sub(nn.Parameter):
+        pass
+
+    def with_grad(p: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+        p.grad = grad
+        return p
+    cases = {
+        "plain": [nn.Parameter(torch.ones(2)), torch.zeros(3)],
+        "grads": [with_grad(nn.Parameter(torch.ones(2)), torch.ones(2))],
+        "complex": [nn.Parameter(torch.ones(2)), nn.Parameter(torch.ones(2, dtype=torch.complex64))],
+        "sparse": [nn.Parameter(torch.ones(2).to_sparse())],
+        "sparse grad": [with_grad(nn.Parameter(torch.ones(2)), torch.ones(2).to_sparse())],
+        "meta": [nn.Parameter(torch.empty(2, device="meta"))],
+        "subclass": [Sub(torch.ones(2))],
+        "empty": [],
+    }
+    load = native.load_dispatch()
+    for name, params in cases.items():
+        python = all(p.layout is torch.strided and not p.is_complex() and p.device.type == "cpu" and
+                     (p.grad is None or p.grad.layout is torch.strided) for p in params)
+        assert tf.dense_cpu_real(params) == python, name
+        assert load.dense_cpu_real(params) == (None if name == "subclass" else python), name
 
 
 def test_bump_versions_counts_as_an_in_place_write() -> None:
