@@ -1002,7 +1002,7 @@ def _multi_tensor_safe(opt: torch.optim.Optimizer, group: dict) -> bool:
 def dense_cpu_real(params: list) -> bool:
     """Whether every parameter, and its `.grad` where it has one, is a
     dense CPU tensor of a real element type: read from their C++ side where
-    the dispatch hook is built (DispatchHook.cpp; five Python attribute reads
+    the dispatch hook is built (TensorState.cpp; five Python attribute reads
     per parameter, every step, cost YOLOv3 ~140 us and Faster R-CNN ~45)."""
     native_check = native.optional_function("dense_cpu_real", dispatch=True)
     if native_check is not None and type(params) is list:

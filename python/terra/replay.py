@@ -1102,7 +1102,7 @@ def commit_plan(commits: list, held: list, specs: dict) -> tuple:
     direct, with the spec its tensor crossed with at the start (`specs`)
     when that is the same tensor on the same memory (`p.data = x` bypasses
     dispatch), else a new one; the rest go to the slots' setters. In one
-    native call where the dispatch hook is built (DispatchHook.cpp: the
+    native call where the dispatch hook is built (TensorState.cpp: the
     Python loop cost Faster R-CNN's end ~80-180 us, reading each tensor's
     type, device and data pointer through Python)."""
     native = native_module.optional_function("commit_plan", dispatch=True)
@@ -1129,7 +1129,7 @@ def python_commit_plan(commits: list, held: list, specs: dict) -> tuple:
 
 def bump_versions(tensors: list) -> None:
     """Bumps each tensor's autograd version, as an in-place op does: in
-    one native call where the dispatch hook is built (DispatchHook.cpp),
+    one native call where the dispatch hook is built (TensorState.cpp),
     else by a no-op copy each (`t.copy_(t)`, ~1 us of dispatch)."""
     hook = native_module.optional_function("bump_versions", dispatch=True)
     if hook is not None:

@@ -27,7 +27,7 @@ def tensor_spec(t: torch.Tensor) -> tuple:
 
 def tensor_specs(tensors: list, previous: list | None = None) -> list:
     """[tensor_spec(t) for t in tensors], in one native call where the
-    native modules are built. The dispatch hook's (DispatchHook.cpp)
+    native modules are built. The dispatch hook's (TensorState.cpp)
     reads the tensors' C++ side (their Python methods cost ~0.8 us per
     tensor in place) and returns a spec of `previous` (the last call's
     list, same order) again where it still describes its tensor (the same
