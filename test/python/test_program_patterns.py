@@ -5,9 +5,12 @@ losses, printed output, parameters and optimizer state after every step).
 Found correct by a sweep of uncommon programs (session 36): optimizers and
 schedulers torch ships, gradient tricks, checkpointing, recurrent and
 attention layers, parametrizations, ops with index arguments, and state
-changed by the step itself. `fallbacks` bounds the deviations each may
-take (a new path: RAdam's rectification switching on after its fifth
-step, an evaluation pass every fourth step).
+changed by the step itself; and from session 38's sweep, state written
+past the optimizer (an EMA of the weights, a tensor attribute counted in
+the forward, an embedding's max-norm renormalization, clipping through
+`p.data`, a layer drawn anew every few steps). `fallbacks` bounds the
+deviations each may take (a new path: RAdam's rectification switching on
+after its fifth step, an evaluation pass every fourth step).
 """
 from __future__ import annotations
 
@@ -192,6 +195,86 @@ def _evaluated_every(k: int) -> tuple:
     return step, model, opt
 
 
+def _ema_of_weights() -> tuple:
+    # A shadow copy of the model that the step averages in place under
+    # no_grad: tensors the program holds outside the optimizer (adopted).
+    model = mlp()
+    shadow = mlp()
+    shadow.load_state_dict(model.state_dict())
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+
+    def step(x, y):
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        with torch.no_grad():
+            for s, p in zip(shadow.parameters(), model.parameters()):
+                s.mul_(0.9).add_(p, alpha=0.1)
+        return loss, F.cross_entropy(shadow(x), y).detach()
+    return step, model, opt
+
+
+class _Counted(nn.Module):
+    """A plain tensor attribute (not a buffer) the forward updates."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = mlp()
+        self.seen = torch.zeros(())
+
+    def forward(self, x):
+        self.seen += x.shape[0]
+        return self.net(x) + 0 * self.seen
+
+
+class _MaxNorm(nn.Module):
+    """An embedding with max_norm: its forward renormalizes the looked-up
+    rows of the weight in place (under no_grad)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb, self.out = nn.Embedding(20, 6, max_norm=1.0), nn.Linear(6, 3)
+
+    def forward(self, x):
+        return self.out(self.emb((x.abs() * 3).long().clamp(max=19)).mean(1))
+
+
+def _clipped_through_data() -> tuple:
+    # WGAN's critic clipping: writes through `p.data`, past autograd.
+    model = mlp()
+    opt = torch.optim.RMSprop(model.parameters(), lr=0.01)
+
+    def step(x, y):
+        loss = model(x).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        for p in model.parameters():
+            p.data.clamp_(-0.1, 0.1)
+        return loss
+    return step, model, opt
+
+
+def _reinitialized_every(k: int) -> tuple:
+    # A layer drawn anew (host random numbers into a parameter) every k steps.
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    count = [0]
+
+    def step(x, y):
+        count[0] += 1
+        if count[0] % k == 0:
+            with torch.no_grad():
+                nn.init.normal_(model[2].weight, std=0.1)
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    return step, model, opt
+
+
 PATTERNS = {
     "adamax": (_optimizer(lambda p: torch.optim.Adamax(p, lr=0.01)), 0),
     "nadam": (_optimizer(lambda p: torch.optim.NAdam(p, lr=0.01)), 0),
@@ -219,6 +302,11 @@ PATTERNS = {
     "sort_scatter_cumsum_normalize": (sgd_program(model_fn=_IndexOps), 0),
     "interpolate_grid_sample_grouped_conv": (sgd_program(model_fn=_Images, lr=0.05), 0),
     "evaluated_every_fourth_step": (lambda: _evaluated_every(4), 1),
+    "ema_of_weights": (_ema_of_weights, 0),
+    "tensor_attribute_counted_in_forward": (sgd_program(model_fn=_Counted), 0),
+    "embedding_max_norm": (sgd_program(model_fn=_MaxNorm, lr=0.5), 0),
+    "clipped_through_data": (_clipped_through_data, 0),
+    "reinitialized_every_fifth_step": (lambda: _reinitialized_every(5), 2),
 }
 
 
