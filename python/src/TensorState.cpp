@@ -79,16 +79,21 @@ PyObject *intTuple(c10::IntArrayRef values) {
   return tuple;
 }
 
-/// `t`'s C++ tensor when `t` is a torch.Tensor or an nn.Parameter itself
-/// (a subclass may override data_ptr) with storage and no Python dispatch;
-/// else null.
-const at::Tensor *plainTensor(PyObject *t) {
+/// Whether `t` is a torch.Tensor or an nn.Parameter itself: a subclass
+/// may override what its Python methods say (`data_ptr`, `is_complex`).
+bool tensorOrParameter(PyObject *t) {
   static PyObject *parameterType = [] {
     py::object type = py::module_::import("torch.nn").attr("Parameter");
     return type.release().ptr();
   }();
   PyObject *type = reinterpret_cast<PyObject *>(Py_TYPE(t));
-  if (type != THPVariableClass && type != parameterType)
+  return type == THPVariableClass || type == parameterType;
+}
+
+/// `t`'s C++ tensor when `t` is a torch.Tensor or an nn.Parameter itself
+/// with storage and no Python dispatch; else null.
+const at::Tensor *plainTensor(PyObject *t) {
+  if (!tensorOrParameter(t))
     return nullptr;
   const at::Tensor *x = &THPVariable_Unpack(t);
   if (!x->has_storage() || x->unsafeGetTensorImpl()->is_python_dispatch())
@@ -194,19 +199,13 @@ py::object pointerIndex(py::list names, py::list tensors) {
 /// None when one is of another type than Tensor or Parameter (its Python
 /// class may say otherwise: the caller asks it).
 py::object denseCpuReal(py::list tensors) {
-  static PyObject *parameterType = [] {
-    py::object type = py::module_::import("torch.nn").attr("Parameter");
-    return type.release().ptr();
-  }();
   auto plain = [](const at::Tensor &x) {
     return x.layout() == c10::kStrided && x.device().is_cpu() &&
            !x.is_complex();
   };
-  for (py::handle h : tensors) {
-    PyObject *type = reinterpret_cast<PyObject *>(Py_TYPE(h.ptr()));
-    if (type != THPVariableClass && type != parameterType)
+  for (py::handle h : tensors)
+    if (!tensorOrParameter(h.ptr()))
       return py::none();
-  }
   for (py::handle h : tensors) {
     const at::Tensor &x = THPVariable_Unpack(h.ptr());
     const at::Tensor &g = x.grad();
