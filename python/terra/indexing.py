@@ -24,6 +24,7 @@ from typing import Any, Optional
 
 import numpy as np
 import torch
+import torch._refs  # (_broadcast_shapes: torch's broadcasting rule in Python)
 
 INDEX = torch.ops.aten.index.Tensor
 INDEX_PUT = torch.ops.aten.index_put.default
@@ -149,24 +150,11 @@ def index_shape(shape: tuple, indices: list) -> Optional[tuple]:
     adv = [d for d, n in enumerate(dims) if n is not None]
     if not adv:
         return None
-    index = _broadcast([dims[d] for d in adv])
-    if index is None:
+    try:  # torch's own broadcasting rule (the Python one of its references)
+        index = tuple(torch._refs._broadcast_shapes(*[dims[d] for d in adv]))
+    except (RuntimeError, ValueError):
         return None
     rest = [shape[d] for d, n in enumerate(dims) if n is None]
     first = adv[0] if adv[-1] - adv[0] == len(adv) - 1 else 0
     return tuple(rest[:first]) + index + tuple(rest[first:])
 
-
-def _broadcast(shapes: list) -> Optional[tuple]:
-    """The broadcast of `shapes`, None if they do not broadcast."""
-    out: list = []
-    for s in shapes:
-        if len(s) > len(out):
-            out = [1] * (len(s) - len(out)) + out
-        for i, n in enumerate(s, len(out) - len(s)):
-            if n != out[i]:
-                if out[i] != 1 and n != 1:
-                    return None
-                if out[i] == 1:
-                    out[i] = n
-    return tuple(out)

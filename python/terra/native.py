@@ -72,8 +72,8 @@ _dispatch: ModuleType | None | bool = False  # False: not looked for yet
 
 def load_dispatch() -> ModuleType | None:
     """`_terra_dispatch` (python/src/DispatchHook.cpp), the tape replay's
-    dispatch-key hook and the state tensors' readers (TensorState.cpp), or None: not built (no torch C++ headers), built
-    for another torch (its C++ ABI is the building torch's: the version it
+    dispatch-key hook and the state tensors' readers (TensorState.cpp), or
+    None: not built (no torch C++ headers), built for another torch (its C++ ABI is the building torch's: the version it
     was built for is written beside it, and it is imported only under
     that one), or turned off with TERRA_DISPATCH_HOOK=0."""
     global _dispatch
